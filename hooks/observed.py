@@ -1,0 +1,79 @@
+"""MkDocs hook: `<!-- observed: ID -->` in a page becomes the output a recorded run produced.
+
+The output comes from records/*.json (see scripts/records.py), with the environment that
+produced it. If the snippet behind it changed since, the page says the output is not verified
+for the current code. An ID with no record fails the build.
+"""
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts import records  # noqa: E402
+
+# `<!-- observed: ID -->`, or `<!-- observed: ID gpu -->` for an output only a GPU run records.
+MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)? -->$", re.M)
+
+TEXT = {
+    "en": {"seen": "Output of a recorded run", "stale": "Not verified for the current code",
+           "stale_body": "The code behind this output changed after the run that produced it.",
+           "pending": "To be verified on a GPU",
+           "pending_body": "No GPU run has recorded this output yet."},
+    "zh": {"seen": "实际运行记录的输出", "stale": "尚未针对当前代码验证",
+           "stale_body": "产生此输出的代码在该次运行之后已被修改。",
+           "pending": "待在 GPU 上验证",
+           "pending_body": "尚无 GPU 运行记录此输出。"},
+    "pt": {"seen": "Saída de uma execução registrada", "stale": "Não verificado para o código atual",
+           "stale_body": "O código por trás desta saída mudou depois da execução que a produziu.",
+           "pending": "A verificar em uma GPU",
+           "pending_body": "Nenhuma execução em GPU registrou esta saída ainda."},
+    "hi": {"seen": "दर्ज किए गए रन का आउटपुट", "stale": "मौजूदा कोड के लिए सत्यापित नहीं",
+           "stale_body": "इस आउटपुट के पीछे का कोड उस रन के बाद बदल गया है जिसने इसे बनाया था।",
+           "pending": "GPU पर सत्यापन बाकी",
+           "pending_body": "अभी तक किसी GPU रन ने यह आउटपुट दर्ज नहीं किया है।"},
+}
+
+
+def find(output_id, gpu=False):
+    """(environment, output) of the first record that has this output; None for a pending GPU one."""
+    for record in records.all_records().values():
+        if output_id in record["outputs"]:
+            return record["environment"], record["outputs"][output_id]
+    if gpu:
+        return None
+    raise PluginError(f"no recorded output {output_id!r}. Fix: run `make record` (CPU) "
+                      f"or `make verify-gpu` (CUDA) to record it")
+
+
+def stamp(env):
+    parts = [env.get("gpu"), env.get("compute_capability") and f"sm {env['compute_capability']}",
+             f"torch {env.get('torch')}", env.get("cuda") and f"CUDA {env['cuda']}",
+             env.get("triton") and f"Triton {env['triton']}",
+             env.get("diffusers") and f"diffusers {env['diffusers']}",
+             f"Python {env.get('python')}", env.get("date")]
+    return ", ".join(p for p in parts if p)
+
+
+def render(output_id, lang, gpu=False):
+    words = TEXT.get(lang, TEXT["en"])
+    found = find(output_id, gpu)
+    if found is None:
+        return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'
+    env, out = found
+    fence = "````" if "```" in out["text"] else "```"
+    block = f"{fence}text\n{out['text']}\n{fence}\n"
+    note = f'<p class="observed-stamp"><small>{words["seen"]}: {stamp(env)}</small></p>\n'
+    if out["source_sha256"] != records.source_hash(output_id):
+        return f'!!! warning "{words["stale"]}"\n    {words["stale_body"]}\n\n{block}{note}'
+    return block + note
+
+
+def indent(text, prefix):
+    return "".join(prefix + line if line.strip() else line for line in text.splitlines(True))
+
+
+def on_page_markdown(markdown, page, config, files):
+    lang = config.theme.get("language", "en").split("-")[0]
+    return MARKER.sub(lambda m: indent(render(m.group(2), lang, bool(m.group(3))), m.group(1)), markdown)

@@ -1,0 +1,3 @@
+# --8<-- [start:run]
+python -m snippets.quickstart
+# --8<-- [end:run]

@@ -1,0 +1,71 @@
+"""The errors of the troubleshooting page, reproduced: each function returns the error text it got.
+
+    python -m snippets.troubleshooting
+"""
+import warnings
+
+import torch
+
+from snippets._cli import run
+
+
+def missing_helper() -> str:
+    """The kernel-building helper some guides call does not exist in PyTorch."""
+    # --8<-- [start:missing_helper]
+    from torch.nn.attention import flex_attention
+
+    try:
+        flex_attention.build_flex_attention_kernels()
+    except AttributeError as e:
+        return f"AttributeError: {e}"
+    # --8<-- [end:missing_helper]
+    return "no error"
+
+
+def string_version_check() -> str:
+    """Comparing version strings: '2.13.0' >= '2.5.0' is False."""
+    # --8<-- [start:string_version]
+    wrong = "2.13.0" >= "2.5.0"  # compares characters: '1' < '5'
+    right = torch.torch_version.TorchVersion("2.13.0") >= "2.5.0"
+    # --8<-- [end:string_version]
+    return f"string comparison: {wrong}, TorchVersion comparison: {right}"
+
+
+def cpu_backward() -> str:
+    """Gradients of FlexAttention on the CPU."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # --8<-- [start:cpu_backward]
+    q = torch.randn(1, 2, 128, 64, requires_grad=True)
+    try:
+        flex_attention(q, q, q).sum().backward()
+    except NotImplementedError as e:
+        return f"NotImplementedError: {e}"
+    # --8<-- [end:cpu_backward]
+    return "no error"
+
+
+def eager_warning() -> str:
+    """The warning FlexAttention gives when it runs without torch.compile."""
+    from torch.nn.attention.flex_attention import flex_attention
+    import torch.nn.attention.flex_attention as module
+
+    q = torch.randn(1, 1, 128, 64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(module, "_WARNINGS_SHOWN", set()).clear()  # it warns once per process
+        flex_attention(q, q, q)
+    messages = [str(w.message) for w in caught if "torch.compile" in str(w.message)]
+    return messages[0].splitlines()[0] if messages else "no warning"
+
+
+def main(argv) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for check in (missing_helper, string_version_check, cpu_backward):
+            print(check())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(main))

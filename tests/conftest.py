@@ -1,0 +1,52 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts import records  # noqa: E402
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record", metavar="ENV",
+                     help="write the outputs tests observe to records/ENV.json")
+
+
+def pytest_configure(config):
+    config._observed = {}
+
+
+@pytest.fixture
+def observe(request):
+    """observe(id, text): an output the pages show, recorded with --record."""
+
+    def keep(output_id, text):
+        assert isinstance(text, str) and text, "an observed output is non-empty text"
+        request.config._observed[output_id] = {
+            "text": text,
+            "test": request.node.nodeid,
+            "source_sha256": records.source_hash(output_id),
+        }
+        return text
+
+    return keep
+
+
+def pytest_sessionfinish(session, exitstatus):
+    name = session.config.getoption("--record")
+    if name and session.config._observed and exitstatus == 0:
+        path = records.save(name, session.config._observed)
+        print(f"\nrecorded {len(session.config._observed)} outputs in {path.relative_to(ROOT)}")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: run `make verify-gpu` on a CUDA machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

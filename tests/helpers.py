@@ -1,0 +1,29 @@
+"""Small helpers shared by the tests: run a command, read a snippet section."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def section(path, name) -> str:
+    """The lines between `--8<-- [start:name]` and `--8<-- [end:name]` of a snippet file."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    match = re.search(rf"--8<-- \[start:{name}\]\n(.*?)\n.*--8<-- \[end:{name}\]", text, re.S)
+    assert match, f"{path} has no section {name!r}"
+    return match.group(1)
+
+
+def sh(script, cwd=None, env=None, timeout=300):
+    """Run a shell snippet with the test's Python first on PATH, as a reader's shell would."""
+    full_env = {**os.environ, **(env or {})}
+    full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
+    full_env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def python(*args, **kwargs):
+    return sh(" ".join(["python", *args]), **kwargs)

@@ -1,0 +1,100 @@
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from snippets import dispatch
+
+
+def test_flux_routes_through_the_flex_backend_and_the_sd_unet_does_not(observe):
+    flux = dispatch.count_flex_calls(*dispatch.tiny_flux())
+    unet = dispatch.count_flex_calls(*dispatch.tiny_unet())
+    assert flux == 2  # one double-stream and one single-stream block
+    assert unet == 0
+    observe("dispatch.routing", f"FluxTransformer2DModel: {flux} flex_attention calls per forward pass\n"
+                                f"UNet2DConditionModel:   {unet} flex_attention calls per forward pass")
+
+
+def test_set_attention_backend_gives_the_same_output_as_native():
+    model, inputs = dispatch.tiny_flux()
+    with torch.no_grad():
+        native = model(**inputs)[0]
+        flex = dispatch.use_flex(model)(**inputs)[0]
+    assert dispatch.relative_error(flex, native) < 1e-5
+
+
+def test_which_transformers_use_the_dispatcher():
+    import diffusers
+
+    models = Path(diffusers.__file__).parent / "models"
+    users = {p.stem for p in models.rglob("*.py") if "dispatch_attention_fn(" in p.read_text(encoding="utf-8")}
+    assert {"transformer_flux", "transformer_wan", "transformer_ltx", "transformer_qwenimage"} <= users
+    assert not {"unet_2d_condition", "unet_2d_blocks", "attention_processor"} & users
+
+
+def test_float32_runs_through_the_flex_backend(observe):
+    error = dispatch.backend_vs_reference(dtype=torch.float32)
+    assert error < 1e-5
+    observe("dispatch.float32", f"float32, no mask: relative error {error:.1e}")
+
+
+def test_is_causal_is_ignored_without_a_mask(observe):
+    error = dispatch.backend_vs_reference(is_causal=True)
+    assert error > 0.5  # the output is full attention, not causal attention
+    observe("dispatch.is_causal", f"is_causal=True: relative error vs causal SDPA {error:.2f}")
+
+
+def test_two_d_padding_mask_is_not_applied_to_keys(observe):
+    error = dispatch.backend_vs_reference(attn_mask=dispatch.key_padding_mask())
+    assert error > 0.1
+    observe("dispatch.padding_mask", f"2-D (batch, tokens) mask: relative error vs key padding {error:.2f}")
+
+
+def test_four_d_boolean_mask_is_applied(observe):
+    mask = dispatch.padding_to_4d(dispatch.key_padding_mask(), heads=2, query_tokens=256)
+    error = dispatch.backend_vs_reference(attn_mask=mask)
+    assert error < 1e-5
+    observe("dispatch.full_mask", f"4-D boolean mask: relative error {error:.1e}")
+
+
+def test_mask_and_is_causal_together_are_refused_when_checks_are_on(monkeypatch):
+    from diffusers.models import attention_dispatch as ad
+
+    monkeypatch.setattr(ad._AttentionBackendRegistry, "_checks_enabled", True)
+    with pytest.raises(ValueError, match="`is_causal` cannot be True when `attn_mask` is not None"):
+        dispatch.backend_vs_reference(is_causal=True, attn_mask=dispatch.key_padding_mask())
+
+
+def test_float_mask_is_added_to_the_scores():
+    bias = torch.randn(2, 2, 256, 256)
+    assert dispatch.backend_vs_reference(attn_mask=bias) < 1e-5
+
+
+def test_block_mask_gives_causal_attention(observe):
+    q, k, v = dispatch.qkv()
+    error = dispatch.relative_error(dispatch.causal_flex(q, k, v), dispatch.sdpa(q, k, v, is_causal=True))
+    assert error < 1e-5
+    observe("dispatch.causal_block_mask", f"causal BlockMask: relative error vs causal SDPA {error:.1e}")
+
+
+def test_flex_backend_checks_neither_dtype_nor_cuda():
+    from diffusers.models import attention_dispatch as ad
+
+    checks = ad._AttentionBackendRegistry._constraints[ad.AttentionBackendName.FLEX]
+    assert ad._check_device_cuda not in checks
+    assert ad._check_qkv_dtype_bf16_or_fp16 not in checks
+    # ...while other backends do, which is where the errors some guides quote come from.
+    constraints = ad._AttentionBackendRegistry._constraints
+    assert ad._check_device_cuda in constraints[ad.AttentionBackendName.SAGE]
+    assert ad._check_qkv_dtype_bf16_or_fp16 in constraints[ad.AttentionBackendName.FLASH]
+
+
+def test_torch_older_than_2_5_is_refused(monkeypatch, observe):
+    from diffusers.models import attention_dispatch as ad
+
+    assert ad._REQUIRED_FLEX_VERSION == "2.5.0"
+    monkeypatch.setattr(ad, "_CAN_USE_FLEX_ATTN", False)
+    with pytest.raises(RuntimeError) as error:
+        ad._check_attention_backend_requirements(ad.AttentionBackendName.FLEX)
+    observe("dispatch.old_torch", f"RuntimeError: {error.value}")

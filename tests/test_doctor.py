@@ -1,0 +1,47 @@
+import json
+
+from tests.helpers import python, sh
+
+
+def test_doctor_on_this_machine(observe):
+    result = python("-m snippets doctor")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = dict(line.split(None, 2)[1:3][::-1] and (line.split()[1], line.split()[0])
+                 for line in result.stdout.splitlines())
+    assert lines["torch"] == "ok" and lines["flex_attention"] == "ok"
+    assert "Traceback" not in result.stderr
+    observe("doctor.report", result.stdout.strip())
+
+
+def test_doctor_json():
+    report = json.loads(python("-m snippets doctor --json").stdout)
+    assert report["usable"] is True
+    assert [c["check"] for c in report["checks"]][:2] == ["torch", "cuda"]
+
+
+def test_doctor_without_torch_says_so_and_exits_1(tmp_path):
+    (tmp_path / "torch.py").write_text("raise ImportError('blocked')\n")
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.util, sys\n"
+        "orig = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda n, *a: None if n.split('.')[0] == 'torch' else orig(n, *a)\n"
+        "sys.modules['torch'] = None\n")
+    result = sh(f"PYTHONPATH={tmp_path}:$PYTHONPATH python -m snippets doctor")
+    assert result.returncode == 1
+    assert "fail  torch" in result.stdout and "PyTorch is not installed" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_doctor_without_diffusers_warns_but_passes(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.util\n"
+        "orig = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda n, *a: None if n.split('.')[0] == 'diffusers' else orig(n, *a)\n")
+    result = sh(f"PYTHONPATH={tmp_path}:$PYTHONPATH python -m snippets doctor")
+    assert result.returncode == 0
+    assert "warn  diffusers" in result.stdout
+
+
+def test_doctor_unknown_option_is_one_line():
+    result = python("-m snippets doctor --frobnicate")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1

@@ -1,0 +1,21 @@
+from snippets import troubleshooting as ts
+
+
+def test_the_seed_helper_does_not_exist(observe):
+    text = observe("troubleshooting.missing_helper", ts.missing_helper())
+    assert text.startswith("AttributeError:") and "build_flex_attention_kernels" in text
+
+
+def test_string_version_comparison_is_wrong(observe):
+    text = observe("troubleshooting.string_version", ts.string_version_check())
+    assert text == "string comparison: False, TorchVersion comparison: True"
+
+
+def test_no_backward_on_cpu(observe):
+    text = observe("troubleshooting.cpu_backward", ts.cpu_backward())
+    assert text.startswith("NotImplementedError:") and "backward on CPU" in text
+
+
+def test_eager_flex_attention_warns_that_it_is_unfused(observe):
+    text = observe("troubleshooting.eager_warning", ts.eager_warning())
+    assert "without torch.compile" in text and "materializes the full scores matrix" in text
