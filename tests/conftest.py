@@ -11,7 +11,7 @@ from scripts import records  # noqa: E402
 
 def pytest_addoption(parser):
     parser.addoption("--record", metavar="ENV",
-                     help="write the outputs tests observe to records/ENV.json")
+                     help="write the outputs tests observe to records/ENV.json (auto: cpu or the GPU name)")
 
 
 def pytest_configure(config):
@@ -36,7 +36,14 @@ def observe(request):
 
 def pytest_sessionfinish(session, exitstatus):
     name = session.config.getoption("--record")
-    if name and session.config._observed and exitstatus == 0:
+    if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
+        import re
+
+        import torch
+
+        name = "cpu" if not torch.cuda.is_available() else \
+            re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name().lower()).strip("-")
+    if name and session.config._observed and exitstatus in (0, 1):  # failures keep the rest
         path = records.save(name, session.config._observed)
         print(f"\nrecorded {len(session.config._observed)} outputs in {path.relative_to(ROOT)}")
 

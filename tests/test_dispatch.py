@@ -98,3 +98,20 @@ def test_torch_older_than_2_5_is_refused(monkeypatch, observe):
     with pytest.raises(RuntimeError) as error:
         ad._check_attention_backend_requirements(ad.AttentionBackendName.FLEX)
     observe("dispatch.old_torch", f"RuntimeError: {error.value}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_flux_with_flex_matches_native_on_gpu(compiled, observe):
+    model, inputs = dispatch.tiny_flux()
+    model = model.to("cuda", torch.bfloat16)
+    inputs = {k: v.to("cuda", torch.bfloat16) if torch.is_tensor(v) and v.is_floating_point() else v
+              for k, v in inputs.items()}
+    with torch.no_grad():
+        native = model(**inputs)[0]
+        run = torch.compile(model) if compiled else model
+        flex = dispatch.forward_with_flex(run, **inputs)[0]
+    error = dispatch.relative_error(flex, native)
+    assert error < 2e-2
+    name = "compiled" if compiled else "eager"
+    observe(f"dispatch.flux_gpu_{name}", f"Flux (bfloat16, {name}): flex vs native relative error {error:.1e}")

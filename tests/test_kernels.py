@@ -55,3 +55,11 @@ def test_no_nvcc_needed(tmp_path):
                 f"! command -v nvcc && python -c '{script}'",
                 env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.gpu
+def test_triton_comes_with_the_cuda_build_of_torch():
+    import importlib.metadata as md
+
+    requires = [r.split(";")[0].strip() for r in md.requires("torch") or []]
+    assert any(r.startswith(("triton", "pytorch-triton")) for r in requires), requires

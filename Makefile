@@ -1,0 +1,44 @@
+# The guide's two everyday commands: `make serve` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of PyTorch. On a CUDA machine, keep its own torch:
+#   make verify-gpu TORCH= VENV_FLAGS=--system-site-packages
+TORCH ?= torch==2.13.0
+VENV_FLAGS ?=
+PIP_FLAGS ?= -q --disable-pip-version-check
+
+.PHONY: setup serve test site record verify-gpu build-bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(if $(TORCH),$(PY) -m pip install $(PIP_FLAGS) "$(TORCH)")
+	$(PY) -m pip install $(PIP_FLAGS) -r requirements.txt -c constraints.txt
+	$(PY) -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
+	$(PY) scripts/check_setup.py
+	touch $@
+
+serve: setup
+	$(PY) -m mkdocs serve -a 127.0.0.1:8000
+
+site: setup
+	$(PY) -m mkdocs build --strict -d site
+
+test: setup
+	$(PY) -m pytest
+
+# Re-record the outputs the pages show from CPU runs (records/cpu.json).
+record: setup
+	$(PY) -m pytest --record cpu
+
+# On a CUDA machine: run the GPU tier and record its outputs (records/<gpu>.json).
+verify-gpu: setup
+	$(PY) -m pytest -m gpu --record auto
+
+build-bench: setup
+	$(PY) scripts/build_bench.py
+
+clean:
+	rm -rf $(VENV) site
