@@ -40,7 +40,9 @@ def test_relocated_cache_receives_the_compiled_code_and_clear_removes_it(tmp_pat
 
 @pytest.mark.gpu
 def test_warm_up_compiles_once_and_second_call_is_fast(tmp_path, observe):
-    result = python("-m snippets.kernels warm-up", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+    # A fresh, empty cache; the parent test process may have exported its own TRITON_CACHE_DIR.
+    result = sh("unset TRITON_CACHE_DIR; " + section("snippets/shell/kernels.sh", "warm_up"),
+                env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     observe("kernels.warm_up", result.stdout.strip())
     files = kernels.cache_files(tmp_path)
@@ -51,7 +53,8 @@ def test_warm_up_compiles_once_and_second_call_is_fast(tmp_path, observe):
 @pytest.mark.gpu
 def test_no_nvcc_needed(tmp_path):
     script = ("from snippets.kernels import warm_up; import torch; warm_up([(1, 2, 256, 64)])")
-    result = sh("export PATH=$(echo $PATH | tr : '\\n' | grep -v cuda | paste -sd:); unset CUDA_HOME; "
+    result = sh("export PATH=$(echo $PATH | tr : '\\n' | grep -v cuda | paste -sd:); "
+                "unset CUDA_HOME TRITON_CACHE_DIR; "
                 f"! command -v nvcc && python -c '{script}'",
                 env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
