@@ -48,7 +48,7 @@ def find(output_id, gpu=False):
 
 
 def stamp(env):
-    parts = [env.get("gpu"), env.get("compute_capability") and f"sm {env['compute_capability']}",
+    parts = [env.get("gpu") if "compute_capability" in env else "CPU", env.get("compute_capability") and f"sm {env['compute_capability']}",
              f"torch {env.get('torch')}", env.get("cuda") and f"CUDA {env['cuda']}",
              env.get("triton") and f"Triton {env['triton']}",
              env.get("diffusers") and f"diffusers {env['diffusers']}",
@@ -75,5 +75,5 @@ def indent(text, prefix):
 
 
 def on_page_markdown(markdown, page, config, files):
-    lang = config.theme.get("language", "en").split("-")[0]
+    lang = config.plugins["i18n"].current_language
     return MARKER.sub(lambda m: indent(render(m.group(2), lang, bool(m.group(3))), m.group(1)), markdown)

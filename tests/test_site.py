@@ -1,0 +1,169 @@
+"""The built site: strict build, every page in every language, includes and markup as promised."""
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+
+LANGS = {"en": "en", "zh": "zh", "pt": "pt-BR", "hi": "hi"}
+PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
+INCLUDE = re.compile(r"--8<--")
+OBSERVED = re.compile(r"<!-- observed: ([\w.]+)( gpu)? -->")
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1",
+                                                                           "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def html_of(site, lang, page):
+    folder = site if lang == "en" else site / lang
+    stem = page[:-3]
+    return (folder / ("index.html" if stem == "index" else f"{stem}/index.html")).read_text(encoding="utf-8")
+
+
+def test_every_page_exists_in_every_language():
+    for lang in LANGS:
+        assert sorted(p.name for p in (ROOT / "docs" / lang).glob("*.md")) == PAGES, lang
+
+
+def test_nav_lists_every_page():
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text().replace("!!python", "#"))["nav"]
+    assert sorted(nav) == PAGES
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])
+@pytest.mark.parametrize("page", PAGES)
+def test_translation_keeps_includes_outputs_and_anchors(lang, page):
+    english = (ROOT / "docs/en" / page).read_text(encoding="utf-8")
+    translated = (ROOT / "docs" / lang / page).read_text(encoding="utf-8")
+
+    def shape(text):
+        return {
+            "includes": [line for line in text.splitlines() if INCLUDE.search(line)],
+            "outputs": OBSERVED.findall(text),
+            "heading ids": re.findall(r"^#+ .*?(\{#[\w-]+\})?$", text, re.M),
+            "heading levels": re.findall(r"^(#+) ", text, re.M),
+            "links": re.findall(r"\]\(([^)]+)\)", text),
+            "table rows": len(re.findall(r"^\|", text, re.M)),
+        }
+
+    assert shape(translated) == shape(english)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").rglob("*.md")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_code_written_inline(path):
+    fence, body = None, []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        marker = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and marker:
+            fence, body = marker.group(1), []
+        elif fence is not None and line.strip().startswith(fence):
+            code = [b for b in body if b.strip()]
+            assert code and all("--8<--" in b for b in code), f"inline code in {path.name}: {code[:2]}"
+            fence = None
+        elif fence is not None:
+            body.append(line)
+
+
+def test_every_observed_output_is_produced_by_a_test():
+    sys.path.insert(0, str(ROOT))
+    from scripts import records
+
+    recorded = {oid: out["test"] for r in records.all_records().values() for oid, out in r["outputs"].items()}
+    tests = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
+    ids = {m[0] for p in (ROOT / "docs").rglob("*.md") for m in OBSERVED.findall(p.read_text(encoding="utf-8"))}
+    # A recorded output names the test that produced it; a pending one must be named in a test.
+    missing = sorted(i for i in ids if not (i in recorded and (ROOT / recorded[i].split("::")[0]).exists())
+                     and f'"{i}"' not in tests)
+    assert not missing, f"pages show outputs no test records: {missing}"
+
+
+def test_recorded_outputs_are_current():
+    sys.path.insert(0, str(ROOT))
+    from scripts import records
+
+    stale = {name: records.stale(r) for name, r in records.all_records().items()}
+    assert not any(stale.values()), f"stale outputs, re-record them (make record / make verify-gpu): {stale}"
+
+
+def url_of(lang, page):
+    stem = "" if page == "index.md" else page[:-3] + "/"
+    return f"/{stem}" if lang == "en" else f"/{lang}/{stem}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_html_lang_and_language_switcher(site, lang):
+    from urllib.parse import urljoin
+
+    for page in PAGES:
+        html = html_of(site, lang, page)
+        assert f'<html lang="{LANGS[lang]}"' in html, (lang, page)
+        switcher = dict((code, href) for href, code in
+                        re.findall(r'<a href="([^"]*)" hreflang="([\w-]+)" class="md-select__link"', html))
+        here = "http://127.0.0.1:8000" + url_of(lang, page)
+        assert {code: urljoin(here, href)[len("http://127.0.0.1:8000"):] for code, href in switcher.items()} \
+            == {other: url_of(other, page) for other in LANGS}, (lang, page)
+
+
+def test_translated_pages_are_translated(site):
+    assert "FlexAttention 指南" in html_of(site, "zh", "index.md")
+    assert "ç" in html_of(site, "pt", "index.md") or "ã" in html_of(site, "pt", "index.md")
+    assert re.search("[\u0900-\u097f]{20}", html_of(site, "hi", "index.md").replace(" ", ""))
+
+
+def test_outputs_rendered_with_their_stamp(site):
+    html = html_of(site, "en", "troubleshooting.md")
+    assert "does not support backward on CPU" in html and "Output of a recorded run" in html
+    assert "实际运行记录的输出" in html_of(site, "zh", "troubleshooting.md")
+
+
+class Resources(HTMLParser):
+    """Every URL the browser would fetch by itself: scripts, styles, images, fonts, frames."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "audio", "video") and attrs.get("src"):
+            self.urls.append(attrs["src"])
+        if tag == "link" and attrs.get("href") and attrs.get("rel") not in ("alternate", "canonical"):
+            self.urls.append(attrs["href"])
+
+
+def test_no_request_to_a_third_party_host(site):
+    for path in site.rglob("*.html"):
+        parser = Resources()
+        parser.feed(path.read_text(encoding="utf-8"))
+        external = [u for u in parser.urls if re.match(r"(https?:)?//", u)]
+        assert not external, f"{path.relative_to(site)} loads {external}"
+    for path in site.rglob("*.css"):
+        assert not re.search(r"@import|url\((['\"]?)(https?:)?//", path.read_text(encoding="utf-8")), path
+
+
+def test_search_index_covers_every_language(site):
+    import json
+
+    index = json.loads((site / "search/search_index.json").read_text(encoding="utf-8"))
+    assert set(index["config"]["lang"]) >= {"en", "pt", "hi"}
+    locations = {doc["location"].split("/")[0] for doc in index["docs"]}
+    assert {"zh", "pt", "hi"} <= locations
+    chinese = " ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("zh/"))
+    assert "\u200b" in chinese, "Chinese text is segmented into words for search"
+
+
+def test_snippet_changes_reload_serve():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert "snippets" in config["watch"]
