@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(if $(TORCH),$(PY) -m pip install $(PIP_FLAGS) "$(TORCH)")
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements.txt -c constraints.txt
-	$(PY) -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
+	$(PY) -m pip install $(PIP_FLAGS) --no-deps -e .
 	$(PY) scripts/check_setup.py
 	touch $@
 
