@@ -115,3 +115,11 @@ def test_flux_with_flex_matches_native_on_gpu(compiled, observe):
     assert error < 2e-2
     name = "compiled" if compiled else "eager"
     observe(f"dispatch.flux_gpu_{name}", f"Flux (bfloat16, {name}): flex vs native relative error {error:.1e}")
+
+
+def test_mask_and_is_causal_with_checks_off_drop_the_mask():
+    q, k, v = dispatch.qkv()
+    mask = dispatch.padding_to_4d(dispatch.key_padding_mask(), heads=2, query_tokens=256)
+    out = dispatch.dispatch_attention_fn(q, k, v, attn_mask=mask, is_causal=True, backend="flex")
+    assert dispatch.relative_error(out, dispatch.sdpa(q, k, v, is_causal=True)) < 1e-5
+    assert dispatch.relative_error(out, dispatch.sdpa(q, k, v, mask, is_causal=False)) > 0.1
