@@ -6,9 +6,8 @@ from tests.helpers import python, sh
 def test_doctor_on_this_machine(observe):
     result = python("-m snippets doctor")
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = dict(line.split(None, 2)[1:3][::-1] and (line.split()[1], line.split()[0])
-                 for line in result.stdout.splitlines())
-    assert lines["torch"] == "ok" and lines["flex_attention"] == "ok"
+    status = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
+    assert status["torch"] == "ok" and status["flex_attention"] == "ok"
     assert "Traceback" not in result.stderr
     observe("doctor.report", result.stdout.strip())
 
