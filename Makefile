@@ -33,9 +33,12 @@ test: setup
 record: setup
 	$(PY) -m pytest --record cpu
 
-# On a CUDA machine: run the GPU tier and record its outputs (records/<gpu>.json).
-verify-gpu: setup
-	$(PY) -m pytest -m gpu --record auto
+# On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers):
+# run the GPU tier and record each test's outcome and outputs in records/<gpu>.json.
+GPU_PYTHON ?= python3
+verify-gpu:
+	$(GPU_PYTHON) scripts/check_setup.py --gpu
+	$(GPU_PYTHON) -m pytest -m gpu --record auto -p no:cacheprovider
 
 build-bench: setup
 	$(PY) scripts/build_bench.py

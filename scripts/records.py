@@ -1,26 +1,59 @@
-"""Recorded outputs: what a real run printed, with its environment and the hash of the code that ran.
+"""Verification records: what a real run observed, with its environment and the hash of the code that ran.
 
-    python scripts/records.py status     # list every recorded output and whether it is current
+    python scripts/records.py status     # every recorded test and output, current or STALE
 
-A record is records/<environment>.json. Each output is keyed "<module>.<name>", where
-<module> is the snippets module whose code produced it; the hash of snippets/<module>.py
-at recording time tells whether the output is still current.
+A record is records/<environment>.json with three parts:
+- "environment": the stamp of the machine (GPU, compute capability, driver, CUDA, torch, ...);
+- "tests": per test id, its outcome and the hash of the snippet sources it ran;
+- "outputs": per output id "<topic>.<name>", the text a test observed, shown on the pages.
+
+A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and config files); when
+those sources change, its entries are stale until the next recording run.
 """
 import datetime
 import hashlib
 import json
 import platform
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "records"
+SNIPPETS = ROOT / "snippets"
 
 
-def source_hash(output_id: str) -> str:
-    module = output_id.split(".", 1)[0]
-    path = ROOT / "snippets" / f"{module}.py"
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+def sources(topic: str) -> list:
+    """The snippet files a topic's tests and outputs run."""
+    files = [SNIPPETS / f"{topic}.py", SNIPPETS / "shell" / f"{topic}.sh"]
+    if topic == "backend_config":
+        files += sorted((SNIPPETS / "configs").glob("*.json"))
+    files = [f for f in files if f.exists()]
+    return files + [SNIPPETS / "_cli.py"] if files else []
+
+
+def topic_of(key: str) -> str:
+    """'dispatch.routing' -> 'dispatch'; 'tests/test_dispatch.py::test_x' -> 'dispatch'."""
+    if "::" in key:
+        return Path(key.split("::")[0]).stem.removeprefix("test_")
+    return key.split(".", 1)[0]
+
+
+def source_hash(key: str) -> str:
+    digest = hashlib.sha256()
+    for path in sources(topic_of(key)):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout.split("\n")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def environment(name: str) -> dict:
@@ -44,6 +77,8 @@ def environment(name: str) -> dict:
         major, minor = torch.cuda.get_device_capability()
         env.update(gpu=torch.cuda.get_device_name(), compute_capability=f"{major}.{minor}",
                    cuda=torch.version.cuda)
+        if driver := _driver():
+            env["driver"] = driver
         try:
             import triton
 
@@ -57,17 +92,26 @@ def environment(name: str) -> dict:
 
 def load(name: str) -> dict:
     path = RECORDS / f"{name}.json"
-    if not path.exists():
-        return {"environment": {}, "outputs": {}}
-    return json.loads(path.read_text(encoding="utf-8"))
+    record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return {"environment": record.get("environment", {}), "tests": record.get("tests", {}),
+            "outputs": record.get("outputs", {})}
 
 
-def save(name: str, outputs: dict) -> Path:
-    """Merge this run's outputs into records/<name>.json under a fresh environment stamp."""
+def test_exists(nodeid: str) -> bool:
+    """Whether the test function a test id names is still defined."""
+    path = ROOT / nodeid.split("::")[0]
+    name = re.split(r"[\[:]", nodeid.split("::", 1)[1])[0] if "::" in nodeid else ""
+    return path.exists() and re.search(rf"^def {re.escape(name)}\(", path.read_text(encoding="utf-8"), re.M)
+
+
+def save(name: str, tests: dict, outputs: dict) -> Path:
+    """Merge this run into records/<name>.json under a fresh environment stamp; drop removed tests."""
     record = load(name)
     record["environment"] = environment(name)
-    record["outputs"].update(outputs)
-    record["outputs"] = dict(sorted(record["outputs"].items()))
+    for part, new in (("tests", tests), ("outputs", outputs)):
+        merged = {**record[part], **new}
+        record[part] = {k: v for k, v in sorted(merged.items())
+                        if test_exists(k if part == "tests" else v["test"])}
     RECORDS.mkdir(exist_ok=True)
     path = RECORDS / f"{name}.json"
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -79,10 +123,9 @@ def all_records() -> dict:
 
 
 def stale(record: dict) -> list:
-    """The output ids whose snippet changed since they were recorded."""
-    return [oid for oid, out in record["outputs"].items()
-            if not (ROOT / "snippets" / f"{oid.split('.', 1)[0]}.py").exists()
-            or out["source_sha256"] != source_hash(oid)]
+    """The test and output ids whose snippet sources changed since they were recorded."""
+    return [key for part in ("tests", "outputs") for key, entry in record[part].items()
+            if entry["source_sha256"] != source_hash(key)]
 
 
 def main(argv) -> int:
@@ -93,8 +136,10 @@ def main(argv) -> int:
     for name, record in all_records().items():
         old = set(stale(record))
         bad += len(old)
-        for oid in record["outputs"]:
-            print(f"{name:8} {'STALE' if oid in old else 'current':8} {oid}")
+        for key in [*record["tests"], *record["outputs"]]:
+            print(f"{name:22} {'STALE' if key in old else 'current':8} {key}")
+    if bad:
+        print(f"{bad} stale entries: re-record them with `make record` (CPU) or `make verify-gpu` (CUDA)")
     return 1 if bad else 0
 
 

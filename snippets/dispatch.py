@@ -128,22 +128,37 @@ def sdpa(q, k, v, attn_mask=None, is_causal=False):
     return out.transpose(1, 2)
 
 
-def qkv(dtype=torch.float32, seed=0, batch=2, tokens=256, heads=2, head_dim=32):
+def qkv(dtype=torch.float32, seed=0, batch=2, tokens=256, heads=2, head_dim=32, device="cpu"):
     torch.manual_seed(seed)
-    return [torch.randn(batch, tokens, heads, head_dim, dtype=dtype) for _ in range(3)]
+    return [torch.randn(batch, tokens, heads, head_dim, dtype=dtype, device=device) for _ in range(3)]
 
 
-def backend_vs_reference(is_causal=False, attn_mask=None, dtype=torch.float32, seed=0):
+def backend_vs_reference(is_causal=False, attn_mask=None, dtype=torch.float32, seed=0, device="cpu"):
     """Relative error of the `flex` backend against plain SDPA given the same arguments."""
-    q, k, v = qkv(dtype, seed)
+    q, k, v = qkv(dtype, seed, device=device)
     out = dispatch_attention_fn(q, k, v, attn_mask=attn_mask, is_causal=is_causal, backend="flex")
     return relative_error(out, sdpa(q, k, v, attn_mask, is_causal))
 
 
-def key_padding_mask(batch=2, tokens=256, valid=192):
-    mask = torch.zeros(batch, tokens, dtype=torch.bool)
+def key_padding_mask(batch=2, tokens=256, valid=192, device="cpu"):
+    mask = torch.zeros(batch, tokens, dtype=torch.bool, device=device)
     mask[:, :valid] = True
     return mask
+
+
+def mask_behaviour(device="cpu", dtype=torch.float32) -> dict:
+    """The `flex` backend against SDPA given the same arguments, for each kind of mask."""
+    padding = key_padding_mask(device=device)
+    q, k, v = qkv(dtype, device=device)
+    return {
+        "no mask": backend_vs_reference(dtype=dtype, device=device),
+        "is_causal=True": backend_vs_reference(is_causal=True, dtype=dtype, device=device),
+        "2-D boolean (batch, tokens)": backend_vs_reference(attn_mask=padding, dtype=dtype, device=device),
+        "4-D boolean": backend_vs_reference(attn_mask=padding_to_4d(padding, 2, 256), dtype=dtype, device=device),
+        "4-D float": backend_vs_reference(attn_mask=torch.randn(2, 2, 256, 256, device=device, dtype=dtype),
+                                          dtype=dtype, device=device),
+        "causal BlockMask": relative_error(causal_flex(q, k, v), sdpa(q, k, v, is_causal=True)),
+    }
 
 
 def main(argv) -> int:
@@ -152,11 +167,11 @@ def main(argv) -> int:
     print(f"diffusers {diffusers.__version__}, torch {torch.__version__}")
     for name, build in (("FluxTransformer2DModel", tiny_flux), ("UNet2DConditionModel", tiny_unet)):
         print(f"{name}: {count_flex_calls(*build())} flex_attention calls per forward")
-    print(f"no mask:            {backend_vs_reference():.1e}")
-    print(f"is_causal=True:     {backend_vs_reference(is_causal=True):.1e}")
-    print(f"2-D padding mask:   {backend_vs_reference(attn_mask=key_padding_mask()):.1e}")
-    full = padding_to_4d(key_padding_mask(), heads=2, query_tokens=256)
-    print(f"4-D boolean mask:   {backend_vs_reference(attn_mask=full):.1e}")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    print(f"{device}, {str(dtype)[6:]}: relative error of `flex` vs SDPA given the same arguments")
+    for mask, error in mask_behaviour(device, dtype).items():
+        print(f"  {mask:28} {error:.1e}")
     return 0
 
 

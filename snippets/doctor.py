@@ -1,8 +1,9 @@
 """Checks a machine for FlexAttention: each check prints ok, warn or fail, with the fix.
 
-    python -m snippets doctor [--json]
+    python -m snippets doctor [--json] [--lang en|zh|pt|hi]
 
-Exit code 0 when FlexAttention is usable here, 1 when it is not.
+Exit code 0 when FlexAttention is usable here, 1 when it is not. A fix comes with its link to
+the guide, in the language --lang names.
 """
 import importlib.util
 import json
@@ -16,12 +17,12 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 
 def check_torch():
     if importlib.util.find_spec("torch") is None:
-        return FAIL, "PyTorch is not installed", "pip install torch (2.5 or newer)"
+        return FAIL, "PyTorch is not installed", "torch_missing"
     import torch
     from torch.torch_version import TorchVersion
 
     if TorchVersion(torch.__version__) < (2, 5):
-        return FAIL, f"torch {torch.__version__} has no FlexAttention", "upgrade to torch 2.5 or newer"
+        return FAIL, f"torch {torch.__version__} has no FlexAttention", "torch_old"
     return OK, f"torch {torch.__version__}", ""
 
 
@@ -29,8 +30,7 @@ def check_cuda():
     import torch
 
     if not torch.cuda.is_available():
-        return WARN, "no CUDA GPU: forward only, no backward (training needs a GPU)", \
-            "run training on a CUDA machine"
+        return WARN, "no CUDA GPU: forward only, no backward (training needs a GPU)", "no_gpu"
     major, minor = torch.cuda.get_device_capability()
     name = torch.cuda.get_device_name()
     return OK, f"{name}, compute capability {major}.{minor}, CUDA {torch.version.cuda}", ""
@@ -42,8 +42,7 @@ def check_triton():
     if not torch.cuda.is_available():
         return OK, "Triton not needed on CPU (the CPU kernels are C++)", ""
     if importlib.util.find_spec("triton") is None:
-        return FAIL, "Triton is missing: torch.compile cannot build GPU kernels", \
-            "install the triton version your torch wheel requires"
+        return FAIL, "Triton is missing: torch.compile cannot build GPU kernels", "triton"
     import triton
 
     return OK, f"triton {triton.__version__}", ""
@@ -73,21 +72,18 @@ def check_cache():
         with tempfile.NamedTemporaryFile(dir=path):
             pass
     except OSError as e:
-        return FAIL, f"compile cache {path} is not writable ({e.strerror})", \
-            "set TORCHINDUCTOR_CACHE_DIR to a writable directory"
+        return FAIL, f"compile cache {path} is not writable ({e.strerror})", "cache"
     return OK, f"compile cache {path} is writable", ""
 
 
 def check_diffusers():
     if importlib.util.find_spec("diffusers") is None:
-        return WARN, "diffusers is not installed (only needed for Diffusers/SimpleTuner)", \
-            "pip install diffusers"
+        return WARN, "diffusers is not installed (only needed for Diffusers/SimpleTuner)", "diffusers_missing"
     import diffusers
     from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
 
     if AttentionBackendName.FLEX not in _AttentionBackendRegistry._backends:
-        return WARN, f"diffusers {diffusers.__version__} has no usable 'flex' backend", \
-            "upgrade torch to 2.5 or newer"
+        return WARN, f"diffusers {diffusers.__version__} has no usable 'flex' backend", "torch_old"
     return OK, f"diffusers {diffusers.__version__} with the 'flex' attention backend", ""
 
 
@@ -96,9 +92,60 @@ def check_precision():
 
     precision = torch.get_float32_matmul_precision()
     if precision != "highest":
-        return WARN, f"float32 matmul precision is {precision!r} (TF32)", \
-            "torch.set_float32_matmul_precision('highest'), or run in bfloat16"
+        return WARN, f"float32 matmul precision is {precision!r} (TF32)", "tf32"
     return OK, "float32 matmul precision is 'highest'", ""
+
+
+GUIDE = "https://flexattention-guide.github.io/"  # the published guide: mkdocs.yml site_url
+LANGS = ("en", "zh", "pt", "hi")
+
+# The fix for each problem, from the guide, and the section of the guide that explains it.
+FIXES = {
+    "torch_missing": ("index.md#what-it-needs", {
+        "en": "install PyTorch 2.5 or newer", "zh": "安装 PyTorch 2.5 或更新版本",
+        "pt": "instale o PyTorch 2.5 ou mais recente", "hi": "PyTorch 2.5 या नया संस्करण इंस्टॉल करें"}),
+    "torch_old": ("troubleshooting.md#an-old-pytorch", {
+        "en": "upgrade PyTorch to 2.5 or newer", "zh": "将 PyTorch 升级到 2.5 或更新版本",
+        "pt": "atualize o PyTorch para a versão 2.5 ou mais recente",
+        "hi": "PyTorch को 2.5 या नए संस्करण में अपग्रेड करें"}),
+    "no_gpu": ("troubleshooting.md#gradients-on-the-cpu", {
+        "en": "train on a machine with a CUDA GPU", "zh": "在有 CUDA GPU 的机器上训练",
+        "pt": "treine em uma máquina com GPU CUDA", "hi": "CUDA GPU वाली मशीन पर ट्रेनिंग करें"}),
+    "triton": ("kernels.md#there-is-no-build-step", {
+        "en": "install the Triton version your PyTorch wheel requires",
+        "zh": "安装与你的 PyTorch wheel 相匹配的 Triton 版本",
+        "pt": "instale a versão do Triton que o seu wheel do PyTorch exige",
+        "hi": "आपके PyTorch wheel को जिस Triton संस्करण की ज़रूरत है, वही इंस्टॉल करें"}),
+    "cache": ("kernels.md#where-the-compiled-kernels-are-cached", {
+        "en": "point TORCHINDUCTOR_CACHE_DIR to a writable directory",
+        "zh": "将 TORCHINDUCTOR_CACHE_DIR 指向一个可写的目录",
+        "pt": "aponte TORCHINDUCTOR_CACHE_DIR para um diretório com permissão de escrita",
+        "hi": "TORCHINDUCTOR_CACHE_DIR को किसी लिखने-योग्य डायरेक्टरी पर सेट करें"}),
+    "diffusers_missing": ("backend_config.md#diffusers-the-attention-dispatcher", {
+        "en": "pip install diffusers (only for Diffusers and SimpleTuner)",
+        "zh": "pip install diffusers（仅 Diffusers 和 SimpleTuner 需要）",
+        "pt": "pip install diffusers (só para Diffusers e SimpleTuner)",
+        "hi": "pip install diffusers (केवल Diffusers और SimpleTuner के लिए)"}),
+    "tf32": ("accuracy.md#tf32", {
+        "en": "torch.set_float32_matmul_precision('highest'), or compute in bfloat16",
+        "zh": "torch.set_float32_matmul_precision('highest')，或改用 bfloat16 计算",
+        "pt": "torch.set_float32_matmul_precision('highest'), ou calcule em bfloat16",
+        "hi": "torch.set_float32_matmul_precision('highest'), या bfloat16 में गणना करें"}),
+    "broken": ("troubleshooting.md#symptoms-and-fixes", {
+        "en": "look the error up in the table of symptoms", "zh": "在症状表中查找这个错误",
+        "pt": "procure o erro na tabela de sintomas", "hi": "लक्षणों की तालिका में यह त्रुटि देखें"}),
+}
+
+
+def link(target: str, lang: str) -> str:
+    """The guide's URL of a section, in the reader's language: 'kernels.md#x' -> .../zh/kernels/#x."""
+    page, anchor = target.split("#")
+    path = "" if page == "index.md" else page[:-3] + "/"
+    return f"{GUIDE}{'' if lang == 'en' else lang + '/'}{path}#{anchor}"
+
+
+def fix_text(key: str, lang: str) -> str:
+    return f"{FIXES[key][1][lang]} ({link(FIXES[key][0], lang)})" if key else ""
 
 
 CHECKS = {
@@ -110,7 +157,7 @@ CHECKS = {
 ESSENTIAL = {"torch", "flex_attention"}
 
 
-def diagnose() -> list:
+def diagnose(lang="en") -> list:
     """Run every check; a check that raises is a failure, never a traceback."""
     results = []
     for name, check in CHECKS.items():
@@ -120,9 +167,8 @@ def diagnose() -> list:
         try:
             status, message, fix = check()
         except Exception as e:  # a broken install must still get an answer
-            status, message, fix = FAIL, f"{type(e).__name__}: {e}".splitlines()[0], \
-                "see the troubleshooting page"
-        results.append(dict(check=name, status=status, message=message, fix=fix))
+            status, message, fix = FAIL, f"{type(e).__name__}: {e}".splitlines()[0], "broken"
+        results.append(dict(check=name, status=status, message=message, fix=fix_text(fix, lang)))
     return results
 
 
@@ -133,8 +179,9 @@ def usable(results) -> bool:
 def main(argv) -> int:
     parser = ArgumentParser(prog="python -m snippets doctor")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--lang", choices=LANGS, default="en", help="language of the fixes and their links")
     args = parser.parse_args(argv)
-    results = diagnose()
+    results = diagnose(args.lang)
     if args.json:
         print(json.dumps({"usable": usable(results), "checks": results}, indent=2))
     else:

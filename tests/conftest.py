@@ -11,11 +11,13 @@ from scripts import records  # noqa: E402
 
 def pytest_addoption(parser):
     parser.addoption("--record", metavar="ENV",
-                     help="write the outputs tests observe to records/ENV.json (auto: cpu or the GPU name)")
+                     help="write each test's outcome and the outputs tests observe to records/ENV.json "
+                          "(auto: cpu or the GPU name)")
 
 
 def pytest_configure(config):
     config._observed = {}
+    config._outcomes = {}
 
 
 @pytest.fixture
@@ -34,6 +36,21 @@ def observe(request):
     return keep
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each test's outcome for the record: passed, failed or skipped (with the reason)."""
+    report = (yield).get_result()
+    if report.when == "call" or report.outcome != "passed":  # setup/teardown count when they fail or skip
+        entry = {"outcome": report.outcome, "seconds": round(report.duration, 2),
+                 "gpu": "gpu" in item.keywords, "source_sha256": records.source_hash(item.nodeid)}
+        if report.skipped:
+            entry["reason"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if report.failed and report.when != "call":
+            entry["outcome"] = "error"
+        if item.nodeid not in item.config._outcomes or entry["outcome"] != "passed":
+            item.config._outcomes[item.nodeid] = entry
+
+
 def pytest_sessionfinish(session, exitstatus):
     name = session.config.getoption("--record")
     if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
@@ -43,9 +60,10 @@ def pytest_sessionfinish(session, exitstatus):
 
         name = "cpu" if not torch.cuda.is_available() else \
             re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name().lower()).strip("-")
-    if name and session.config._observed and exitstatus in (0, 1):  # failures keep the rest
-        path = records.save(name, session.config._observed)
-        print(f"\nrecorded {len(session.config._observed)} outputs in {path.relative_to(ROOT)}")
+    if name and session.config._outcomes and exitstatus in (0, 1):  # failures are recorded too
+        path = records.save(name, session.config._outcomes, session.config._observed)
+        print(f"\nrecorded {len(session.config._outcomes)} tests and {len(session.config._observed)} outputs "
+              f"in {path.relative_to(ROOT)}")
 
 
 def pytest_collection_modifyitems(config, items):

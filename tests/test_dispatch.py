@@ -123,3 +123,22 @@ def test_mask_and_is_causal_with_checks_off_drop_the_mask():
     out = dispatch.dispatch_attention_fn(q, k, v, attn_mask=mask, is_causal=True, backend="flex")
     assert dispatch.relative_error(out, dispatch.sdpa(q, k, v, is_causal=True)) < 1e-5
     assert dispatch.relative_error(out, dispatch.sdpa(q, k, v, mask, is_causal=False)) > 0.1
+
+
+@pytest.mark.gpu
+def test_masks_and_is_causal_on_gpu(observe):
+    errors = dispatch.mask_behaviour("cuda", torch.bfloat16)
+    ignored = {"is_causal=True", "2-D boolean (batch, tokens)"}
+    for mask, error in errors.items():
+        assert (error > 0.1) if mask in ignored else (error < 2e-2), (mask, error)
+    observe("dispatch.masks_gpu", "cuda, bfloat16: relative error of `flex` vs SDPA given the same arguments\n"
+            + "\n".join(f"  {mask:28} {error:.1e}" for mask, error in errors.items()))
+
+
+@pytest.mark.gpu
+def test_flux_routes_through_the_flex_backend_and_the_sd_unet_does_not_on_gpu():
+    models = [dispatch.tiny_flux(), dispatch.tiny_unet()]
+    counts = [dispatch.count_flex_calls(model.to("cuda"), {k: v.cuda() if torch.is_tensor(v) else v
+                                                           for k, v in inputs.items()})
+              for model, inputs in models]
+    assert counts == [2, 0]

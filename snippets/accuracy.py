@@ -1,0 +1,171 @@
+"""How close compiled FlexAttention comes to SDPA on a GPU: dtypes, backward, GQA, block masks.
+
+    python -m snippets.accuracy        # needs a CUDA GPU
+
+Every comparison is against float64 SDPA on the same inputs, so the error of FlexAttention can be
+set beside the error of SDPA itself in the same dtype.
+"""
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention
+
+from snippets._cli import UsageError, run
+
+SHAPE = (2, 4, 1024, 64)  # batch, heads, tokens, head dim
+
+
+def relative_error(got, want) -> float:
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def sliding_window(b, h, q_idx, kv_idx):
+    return q_idx - kv_idx <= 256
+
+
+# --8<-- [start:forward_backward]
+def forward_backward(attention, q, k, v):
+    """Output and gradients of q, k, v; the loss is the sum of the output."""
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    out = attention(q, k, v)
+    out.sum().backward()
+    return out, q.grad, k.grad, v.grad
+
+
+compiled = torch.compile(flex_attention)
+
+
+def flex_causal(q, k, v):
+    block_mask = create_block_mask(causal, None, None, q.shape[-2], k.shape[-2], device=q.device)
+    return compiled(q, k, v, block_mask=block_mask)
+
+
+def sdpa_causal(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+# --8<-- [end:forward_backward]
+
+
+def errors_against_float64(attention, dtype, seed=0, **sizes):
+    """Relative errors of output, dq, dk, dv of `attention` in `dtype` vs float64 SDPA."""
+    torch.manual_seed(seed)
+    shape = sizes.get("q_shape", SHAPE)
+    q = torch.randn(shape, device="cuda")
+    k, v = (torch.randn(sizes.get("kv_shape", shape), device="cuda") for _ in range(2))
+    reference = sizes.get("reference", sdpa_causal)
+    want = forward_backward(reference, q.double(), k.double(), v.double())
+    got = forward_backward(attention, q.to(dtype), k.to(dtype), v.to(dtype))
+    return [relative_error(g, w) for g, w in zip(got, want)]
+
+
+def dtype_table() -> tuple:
+    """Errors of FlexAttention and of SDPA itself, per dtype: (rows, printable table)."""
+    rows = {}
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        rows[dtype] = {"flex": errors_against_float64(flex_causal, dtype),
+                       "sdpa": errors_against_float64(sdpa_causal, dtype)}
+    lines = [f"{'dtype':9} {'kernel':5} {'output':>8} {'dq':>8} {'dk':>8} {'dv':>8}"]
+    for dtype, by_kernel in rows.items():
+        for kernel, errs in by_kernel.items():
+            lines.append(f"{str(dtype)[6:]:9} {kernel:5} " + " ".join(f"{e:8.1e}" for e in errs))
+    return rows, "\n".join(lines)
+
+
+# --8<-- [start:tf32]
+def tf32_errors() -> dict:
+    """float32 FlexAttention at each float32 matmul precision, vs float64 SDPA."""
+    errors = {}
+    for precision in ("highest", "high"):
+        torch.set_float32_matmul_precision(precision)
+        torch._dynamo.reset()  # the precision is baked into the compiled kernel
+        errors[precision] = errors_against_float64(flex_causal, torch.float32)[0]
+    torch.set_float32_matmul_precision("highest")
+    return errors
+# --8<-- [end:tf32]
+
+
+# --8<-- [start:gqa]
+def flex_gqa(q, k, v):
+    """8 query heads share 2 key/value heads: no copy of k and v is made."""
+    block_mask = create_block_mask(causal, None, None, q.shape[-2], k.shape[-2], device=q.device)
+    return compiled(q, k, v, block_mask=block_mask, enable_gqa=True)
+
+
+def sdpa_repeated(q, k, v):
+    """The same attention with k and v repeated to 8 heads."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = (x.repeat_interleave(groups, dim=1) for x in (k, v))
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+# --8<-- [end:gqa]
+
+
+def gqa_errors(dtype=torch.bfloat16):
+    return errors_against_float64(flex_gqa, dtype, q_shape=(2, 8, 1024, 64), kv_shape=(2, 2, 1024, 64),
+                                  reference=sdpa_repeated)
+
+
+# --8<-- [start:sliding_window]
+causal_window = and_masks(causal, sliding_window)
+
+
+def flex_window(q, k, v):
+    """Blocks that the mask leaves out entirely are skipped."""
+    window = create_block_mask(causal_window, None, None, q.shape[-2], k.shape[-2], device=q.device)
+    return compiled(q, k, v, block_mask=window)
+
+
+def sdpa_window(q, k, v):
+    """SDPA with the same mask as a dense boolean tensor: every score is computed."""
+    dense = create_mask(causal_window, None, None, q.shape[-2], k.shape[-2], device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+# --8<-- [end:sliding_window]
+
+
+def window_errors(dtype=torch.bfloat16):
+    return errors_against_float64(flex_window, dtype, reference=sdpa_window)
+
+
+def window_sparsity(tokens=1024) -> float:
+    """The share of blocks the sliding-window BlockMask skips, in percent."""
+    return create_block_mask(causal_window, None, None, tokens, tokens, device="cuda").sparsity()
+
+
+# --8<-- [start:block_size]
+def causal_mask_with_block_size(block_size, tokens=1024):
+    """BLOCK_SIZE: one int for both sides, or (query block, key/value block)."""
+    return create_block_mask(causal, None, None, tokens, tokens, device="cuda", BLOCK_SIZE=block_size)
+# --8<-- [end:block_size]
+
+
+def block_size_result(block_size, dtype=torch.bfloat16) -> str:
+    """What a compiled forward and backward does with a BlockMask of another block size."""
+    mask = causal_mask_with_block_size(block_size)
+
+    def attention(q, k, v):
+        return compiled(q, k, v, block_mask=mask)
+
+    try:
+        errs = errors_against_float64(attention, dtype)
+    except Exception as e:  # the page shows the error a reader would get
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+    return f"ok, output error {errs[0]:.1e}, dq {errs[1]:.1e}, dk {errs[2]:.1e}, dv {errs[3]:.1e}"
+
+
+BLOCK_SIZES = (64, 128, 256, (128, 64), (64, 128))
+
+
+def main(argv) -> int:
+    if argv:
+        raise UsageError(f"unexpected arguments {' '.join(argv)!r}", "python -m snippets.accuracy")
+    if not torch.cuda.is_available():
+        raise UsageError("no CUDA GPU", "run it on a machine with an NVIDIA GPU; FlexAttention's "
+                         "backward pass and compiled GPU kernels need one")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    print(dtype_table()[1])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(main))

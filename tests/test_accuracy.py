@@ -1,0 +1,76 @@
+import pytest
+import torch
+
+from snippets import accuracy
+from tests.helpers import python
+
+# Each test compiles its own kernels: a fresh Dynamo state keeps one test's recompiles from
+# counting against the next one's recompile limit.
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    torch.set_float32_matmul_precision("highest")
+    yield
+
+
+# Bounds vs float64 SDPA, per dtype: FlexAttention must be about as accurate as SDPA itself.
+BOUNDS = {torch.bfloat16: 2e-2, torch.float16: 3e-3, torch.float32: 1e-4}
+
+
+@pytest.mark.gpu
+def test_forward_and_backward_match_sdpa_in_every_dtype(observe):
+    rows, table = accuracy.dtype_table()
+    for dtype, by_kernel in rows.items():
+        for name, flex, sdpa in zip(("output", "dq", "dk", "dv"), by_kernel["flex"], by_kernel["sdpa"]):
+            assert flex < BOUNDS[dtype], (dtype, name, flex)
+            assert flex < 3 * sdpa + 1e-6, f"{dtype} {name}: flex {flex:.1e} vs SDPA's own {sdpa:.1e}"
+    observe("accuracy.dtypes", table)
+
+
+@pytest.mark.gpu
+def test_tf32_precision_error_measured(observe):
+    errors = accuracy.tf32_errors()
+    assert errors["highest"] < 1e-5
+    assert errors["high"] > 10 * errors["highest"], "TF32 ('high') rounds the matmuls: a larger error"
+    assert errors["high"] < 1e-2, "...but nowhere near the 11% some guides quote"
+    observe("accuracy.tf32", "\n".join(f"float32 matmul precision {p!r}: relative error vs float64 SDPA {e:.1e}"
+                                       for p, e in errors.items()))
+
+
+@pytest.mark.gpu
+def test_gqa_matches_sdpa_with_repeated_heads(observe):
+    errors = accuracy.gqa_errors()
+    assert all(e < BOUNDS[torch.bfloat16] for e in errors), errors
+    observe("accuracy.gqa", "8 query heads, 2 key/value heads, enable_gqa=True, bfloat16: relative error vs "
+                            "float64 SDPA with repeated heads\n" + ", ".join(
+                                f"{n} {e:.1e}" for n, e in zip(("output", "dq", "dk", "dv"), errors)))
+
+
+@pytest.mark.gpu
+def test_sliding_window_block_mask_matches_dense_mask(observe):
+    errors = accuracy.window_errors()
+    sparsity = accuracy.window_sparsity()
+    assert all(e < BOUNDS[torch.bfloat16] for e in errors), errors
+    assert 50 < sparsity < 100, "a causal 256-token window over 1024 tokens skips most blocks"
+    observe("accuracy.sliding_window",
+            f"causal sliding window of 256 tokens, 1024 tokens: {sparsity:.1f}% of blocks skipped\n"
+            "relative error vs float64 SDPA with a dense mask: "
+            + ", ".join(f"{n} {e:.1e}" for n, e in zip(("output", "dq", "dk", "dv"), errors)))
+
+
+@pytest.mark.gpu
+def test_block_sizes_other_than_128(observe):
+    results = {size: accuracy.block_size_result(size) for size in accuracy.BLOCK_SIZES}
+    assert results[128].startswith("ok"), results[128]
+    for size, result in results.items():
+        if result.startswith("ok"):
+            assert float(result.split("output error ")[1].split(",")[0]) < BOUNDS[torch.bfloat16], (size, result)
+    observe("accuracy.block_sizes", "\n".join(f"BLOCK_SIZE={size!s:9} {result}" for size, result in results.items()))
+
+
+def test_without_a_gpu_the_program_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    result = python("-m snippets.accuracy")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: no CUDA GPU. Fix:") and result.stderr.count("\n") == 1
