@@ -2,8 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of PyTorch. On a CUDA machine, keep its own torch:
-#   make verify-gpu TORCH= VENV_FLAGS=--system-site-packages
+# The CPU build of PyTorch; a CUDA machine runs `make verify-gpu` with its own (GPU_PYTHON).
 TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check

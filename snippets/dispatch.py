@@ -146,6 +146,7 @@ def key_padding_mask(batch=2, tokens=256, valid=192, device="cpu"):
     return mask
 
 
+# --8<-- [start:masks]
 def mask_behaviour(device="cpu", dtype=torch.float32) -> dict:
     """The `flex` backend against SDPA given the same arguments, for each kind of mask."""
     padding = key_padding_mask(device=device)
@@ -159,6 +160,7 @@ def mask_behaviour(device="cpu", dtype=torch.float32) -> dict:
                                           dtype=dtype, device=device),
         "causal BlockMask": relative_error(causal_flex(q, k, v), sdpa(q, k, v, is_causal=True)),
     }
+# --8<-- [end:masks]
 
 
 def main(argv) -> int:

@@ -20,7 +20,7 @@ def sh(script, cwd=None, env=None, timeout=300):
     """Run a shell snippet with the test's Python first on PATH, as a reader's shell would."""
     full_env = {**os.environ, **(env or {})}
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
-    full_env["PYTHONPATH"] = str(ROOT)
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=full_env, capture_output=True,
                           text=True, timeout=timeout)
 

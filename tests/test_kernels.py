@@ -66,3 +66,11 @@ def test_triton_comes_with_the_cuda_build_of_torch():
 
     requires = [r.split(";")[0].strip() for r in md.requires("torch") or []]
     assert any(r.startswith(("triton", "pytorch-triton")) for r in requires), requires
+
+
+def test_importing_flex_attention_compiles_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    result = sh("unset TRITON_CACHE_DIR; python -c 'import torch.nn.attention.flex_attention'",
+                env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    assert result.returncode == 0, result.stderr
+    assert not kernels.cache_files(cache), "nothing is compiled or cached on import"

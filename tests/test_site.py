@@ -52,6 +52,7 @@ def test_translation_keeps_includes_outputs_and_anchors(lang, page):
         return {
             "includes": [line for line in text.splitlines() if INCLUDE.search(line)],
             "outputs": OBSERVED.findall(text),
+            "claims": re.findall(r"<!-- claim: ([\w-]+) -->", text),
             "heading ids": re.findall(r"^#+ .*?(\{#[\w-]+\})?$", text, re.M),
             "heading levels": re.findall(r"^(#+) ", text, re.M),
             "links": re.findall(r"\]\(([^)]+)\)", text),

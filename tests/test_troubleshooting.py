@@ -1,3 +1,5 @@
+import pytest
+
 from snippets import troubleshooting as ts
 
 
@@ -19,3 +21,12 @@ def test_no_backward_on_cpu(observe):
 def test_eager_flex_attention_warns_that_it_is_unfused(observe):
     text = observe("troubleshooting.eager_warning", ts.eager_warning())
     assert "without torch.compile" in text and "materializes the full scores matrix" in text
+
+
+@pytest.mark.parametrize("version, string_says", [("2.5.0", True), ("2.9.1", True), ("2.10.0", False),
+                                                   ("2.13.0", False), ("2.49.9", False), ("2.50.0", True)])
+def test_string_comparison_is_false_from_2_10_to_2_49(version, string_says):
+    from torch.torch_version import TorchVersion
+
+    assert (version >= "2.5.0") is string_says
+    assert TorchVersion(version) >= "2.5.0"
