@@ -12,7 +12,7 @@ def test_registry_texts_and_pages_agree():
     assert not problems, "\n".join(problems)
 
 
-def test_every_claim_is_verified_and_current():
+def test_every_claim_is_verified_and_current(records_in_use):
     """The gate: no claim fails or is stale anywhere, and every tested claim passed somewhere."""
     all_records = records.all_records()
     bad = {}
@@ -23,9 +23,13 @@ def test_every_claim_is_verified_and_current():
         if claims.overall(by_env) != "passed" or {"failed", "stale"} & set(by_env.values()):
             bad[claim["id"]] = by_env
     assert not bad, f"claims without a current passing record (make record / make verify-gpu): {bad}"
+    recorded = {nodeid for r in all_records.values() for nodeid, e in r["tests"].items() if e["outcome"] == "passed"}
+    unrecorded = sorted(t for c in claims.registry() for t in c.get("tests", [])
+                        if not any(claims.matches(nodeid, t) for nodeid in recorded))
+    assert not unrecorded, f"tests of claims that no record shows passing: {unrecorded}"
 
 
-def test_gpu_claims_are_verified_on_every_recorded_gpu():
+def test_gpu_claims_are_verified_on_every_recorded_gpu(records_in_use):
     all_records = records.all_records()
     gpus = [name for name, r in all_records.items() if "compute_capability" in r["environment"]]
     assert gpus, "no GPU record: run `make verify-gpu` on a CUDA machine"

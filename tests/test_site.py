@@ -90,7 +90,7 @@ def test_every_observed_output_is_produced_by_a_test():
     assert not missing, f"pages show outputs no test records: {missing}"
 
 
-def test_recorded_outputs_are_current():
+def test_recorded_outputs_are_current(records_in_use):
     sys.path.insert(0, str(ROOT))
     from scripts import records
 
