@@ -12,7 +12,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts import claims, records  # noqa: E402
+from scripts import claims, i18n, records  # noqa: E402
 
 WORDS = {
     "en": {"passed": "verified", "stale": "not verified for the current code", "failed": "fails",
@@ -111,7 +111,7 @@ def claims_page(lang, all_records):
 
     out += [f"## {words['by-page']} {{#by-page}}", ""]
     for page in pages:
-        h1 = (claims.ROOT / "docs" / lang / page).read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+        h1 = i18n.body(claims.ROOT / "docs" / lang / page).splitlines()[0].lstrip("# ")
         out += [f"### {h1} {{#page-{page[:-3].replace('_', '-')}}}", "",
                 f"| {words['claim']} | " + " | ".join(envs.values()) + " |",
                 "| --- | " + " | ".join("---" for _ in envs) + " |"]

@@ -14,7 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts import records  # noqa: E402
+from scripts import i18n, records  # noqa: E402
 
 LANGS = ("en", "zh", "pt", "hi")
 MARKER = re.compile(r"<!-- claim: ([\w-]+) -->")
@@ -66,7 +66,7 @@ def overall(by_env: dict) -> str:
 
 def sections(lang: str, page: str) -> dict:
     """Section id -> (heading text, markdown of the section) of docs/<lang>/<page>."""
-    text = (ROOT / "docs" / lang / page).read_text(encoding="utf-8")
+    text = i18n.body(ROOT / "docs" / lang / page)
     parts = re.split(r"^(#{2,6} .*?\{#[\w-]+\})$", text, flags=re.M)
     found = {}
     for heading, body in zip(parts[1::2], parts[2::2]):

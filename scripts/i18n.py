@@ -1,0 +1,163 @@
+"""Translations: which pages are missing, outdated or current, and whether each keeps the English structure.
+
+    python scripts/i18n.py status               # a table: page x language -> current / outdated / missing
+    python scripts/i18n.py check                # structure and prose problems, one line each; exit 1 if any
+    python scripts/i18n.py sync LANG [PAGE...]  # after translating: record the English source it matches
+
+A translated page docs/<lang>/<page> starts with front matter naming the hash of the English page
+it was translated from (`source_sha256`). When the English page changes, the translation is
+"outdated" (the site shows a banner) until it is translated again and synced.
+"""
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+LANGS = ("zh", "pt", "hi")  # the translations of English
+FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+
+
+def english_pages() -> list:
+    return sorted(p.name for p in (DOCS / "en").glob("*.md"))
+
+
+def english_hash(page: str) -> str:
+    return hashlib.sha256((DOCS / "en" / page).read_bytes()).hexdigest()[:16]
+
+
+def split_front(text: str) -> tuple:
+    """(front matter as a dict of simple `key: value` lines, the Markdown after it)."""
+    match = FRONT.match(text)
+    if not match:
+        return {}, text
+    meta = dict(line.split(":", 1) for line in match.group(1).splitlines() if ":" in line)
+    return {k.strip(): v.strip() for k, v in meta.items()}, text[match.end():]
+
+
+def body(path: Path) -> str:
+    return split_front(path.read_text(encoding="utf-8"))[1]
+
+
+def state(lang: str, page: str) -> str:
+    """missing, outdated or current."""
+    path = DOCS / lang / page
+    if not path.exists():
+        return "missing"
+    meta, _ = split_front(path.read_text(encoding="utf-8"))
+    return "current" if meta.get("source_sha256") == english_hash(page) else "outdated"
+
+
+def shape(text: str) -> dict:
+    """What a translation must keep of its English page; only the prose differs."""
+    return {
+        "include lines": [line.strip() for line in text.splitlines() if "--8<--" in line],
+        "outputs and claims": re.findall(r"<!-- (?:observed|claim|claims)[^>]*-->", text),
+        "headings": [(len(h), i) for h, i in re.findall(r"^(#+) .*?(?:\{#([\w-]+)\})?$", text, re.M)],
+        "tables": [line.count("|") for line in text.splitlines() if line.lstrip().startswith("|")],
+        "admonitions": re.findall(r"^\s*(?:!!!|\?\?\?\+?) (\w+)", text, re.M),
+        "link targets": re.findall(r"\]\(([^)\s]+)", text),
+    }
+
+
+# Words that mark an English sentence; none of them is a word of Portuguese, Chinese or Hindi.
+ENGLISH = set("the and of is are to with that this for it on by be not which when from an or you your "
+              "can has have was will does only its their there these those than what into how".split())
+
+
+def prose(text: str):
+    """The sentences of the prose: no code, no markers, no link targets, no front matter."""
+    text = re.sub(r"^\s*```.*?^\s*```", " ", text, flags=re.S | re.M)
+    text = re.sub(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)|\{#[\w-]+\}|<[^>]+>|https?://\S+", " ", text)
+    return [s for s in re.split(r"(?<=[.!?。！？।:：])\s+|\n\s*\n|\|", text) if s.strip()]
+
+
+def english_left(text: str) -> list:
+    """Sentences that read as English: at least 5 Latin words, a fifth of them (and 2) English-only words."""
+    found = []
+    for sentence in prose(text):
+        words = re.findall(r"[A-Za-z']+", sentence)
+        if len(words) >= 5 and sum(w.lower() in ENGLISH for w in words) >= max(2, len(words) / 5):
+            found.append(" ".join(sentence.split())[:80])
+    return found
+
+
+def problems(lang: str, page: str) -> list:
+    path = DOCS / lang / page
+    if not path.exists():
+        return [f"docs/{lang}/{page} is missing. Fix: translate docs/en/{page}, then "
+                f"python scripts/i18n.py sync {lang} {page}"]
+    meta, text = split_front(path.read_text(encoding="utf-8"))
+    found = []
+    if "source_sha256" not in meta:
+        found.append(f"docs/{lang}/{page} has no source_sha256 front matter. Fix: python scripts/i18n.py sync {lang} {page}")
+    english = shape(body(DOCS / "en" / page))
+    for part, value in shape(text).items():
+        if value != english[part]:
+            found.append(f"docs/{lang}/{page}: its {part} differ from docs/en/{page}")
+    found += [f"docs/{lang}/{page}: English prose left: {s!r}" for s in english_left(text)]
+    return found
+
+
+def check() -> list:
+    found = []
+    for lang in LANGS:
+        found += [f"docs/{lang}/{p.name} has no English page docs/en/{p.name}"
+                  for p in sorted((DOCS / lang).glob("*.md")) if p.name not in english_pages()]
+        for page in english_pages():
+            found += problems(lang, page)
+    return found
+
+
+def sync(lang: str, pages: list) -> list:
+    """Write the current English hash into each translation's front matter."""
+    done = []
+    for page in pages or english_pages():
+        path = DOCS / lang / page
+        if not path.exists():
+            raise SystemExit(f"error: docs/{lang}/{page} does not exist. Fix: translate docs/en/{page} first")
+        meta, text = split_front(path.read_text(encoding="utf-8"))
+        meta["source_sha256"] = english_hash(page)
+        front = "".join(f"{k}: {v}\n" for k, v in meta.items())
+        path.write_text(f"---\n{front}---\n{text}", encoding="utf-8")
+        done.append(f"docs/{lang}/{page}")
+    return done
+
+
+def table() -> dict:
+    return {page: {lang: state(lang, page) for lang in LANGS} for page in english_pages()}
+
+
+def main(argv) -> int:
+    command = argv[0] if argv else ""
+    if command == "status" and len(argv) == 1:
+        rows = table()
+        print(f"{'page':24} " + " ".join(f"{lang:9}" for lang in LANGS))
+        for page, states in rows.items():
+            print(f"{page:24} " + " ".join(f"{states[lang]:9}" for lang in LANGS))
+        return 0
+    if command == "check" and len(argv) == 1:
+        found = check()
+        for problem in found:
+            print(f"error: {problem}")
+        print(f"{len(english_pages())} pages x {len(LANGS)} translations, {len(found)} problems")
+        return 1 if found else 0
+    if command == "sync" and len(argv) >= 2:
+        if argv[1] not in LANGS:
+            print(f"error: unknown language {argv[1]!r}. Fix: one of {', '.join(LANGS)}", file=sys.stderr)
+            return 2
+        unknown = [p for p in argv[2:] if p not in english_pages()]
+        if unknown:
+            print(f"error: no English page {unknown[0]!r}. Fix: one of {', '.join(english_pages())}", file=sys.stderr)
+            return 2
+        for path in sync(argv[1], argv[2:]):
+            print(f"synced {path}")
+        return 0
+    print("error: unknown command. Fix: python scripts/i18n.py status | check | sync LANG [PAGE...]",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""Translations: structure, prose, and the outdated / missing states with their banner."""
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from scripts import i18n
+from tests.helpers import ROOT, python
+
+
+def test_every_translation_keeps_the_english_structure_and_has_no_english_prose():
+    problems = i18n.check()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_translation_is_current():
+    outdated = {(lang, page): s for page, row in i18n.table().items() for lang, s in row.items() if s != "current"}
+    assert not outdated, f"translate these again, then `python scripts/i18n.py sync LANG PAGE`: {outdated}"
+
+
+@pytest.fixture
+def docs(tmp_path, monkeypatch):
+    """scripts/i18n.py working on a copy of docs/, which a test may change."""
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    monkeypatch.setattr(i18n, "DOCS", tmp_path / "docs")
+    return tmp_path / "docs"
+
+
+def test_a_changed_english_page_makes_its_translations_outdated_until_synced(docs):
+    (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
+    assert {i18n.state(lang, "kernels.md") for lang in i18n.LANGS} == {"outdated"}
+    assert i18n.state("zh", "index.md") == "current"
+    i18n.sync("pt", ["kernels.md"])
+    assert i18n.state("pt", "kernels.md") == "current" and i18n.state("zh", "kernels.md") == "outdated"
+
+
+def test_outdated_page_shows_a_banner_in_its_language_linking_to_english(docs):
+    import hooks.i18n as hook
+
+    page = SimpleNamespace(url="zh/kernels/", file=SimpleNamespace(src_uri="zh/kernels.md"))
+    assert "!!! warning" not in hook.on_page_markdown("# x\n", page, None, None)
+    (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
+    banner = hook.on_page_markdown("# x\n", page, None, None)
+    assert banner.startswith('!!! warning "此译文已过时"') and "](../../kernels/)" in banner
+    home = SimpleNamespace(url="hi/", file=SimpleNamespace(src_uri="hi/index.md"))
+    (docs / "en/index.md").write_text((docs / "en/index.md").read_text() + "\nMore.\n")
+    assert "](../)" in hook.on_page_markdown("# x\n", home, None, None)
+
+
+@pytest.mark.parametrize("lang, sentence", [
+    ("pt", "This sentence was left in English by mistake and is not translated."),
+    ("zh", "The cache is not under the home directory, whatever older guides say."),
+    ("hi", "Only the backward pass needs a GPU, and this text is still in English."),
+])
+def test_english_prose_left_in_a_translation_is_found(docs, lang, sentence):
+    path = docs / lang / "kernels.md"
+    path.write_text(path.read_text() + f"\n{sentence}\n")
+    assert any("English prose left" in p and sentence[:40] in p for p in i18n.problems(lang, "kernels.md"))
+
+
+def test_structure_differences_are_named(docs):
+    path = docs / "pt" / "index.md"
+    text = path.read_text()
+    path.write_text(text.replace("quickstart.py:causal", "quickstart.py:compiled", 1)
+                    .replace("](kernels.md)", "](dispatch.md)", 1).replace("\n## ", "\n### ", 1))
+    found = " ".join(i18n.problems("pt", "index.md"))
+    for part in ("include lines", "link targets", "headings"):
+        assert f"its {part} differ from docs/en/index.md" in found, part
+    (docs / "hi" / "accuracy.md").unlink()
+    assert any("docs/hi/accuracy.md is missing" in p for p in i18n.check())
+
+
+def test_tables_and_admonitions_are_compared(docs):
+    path = docs / "zh" / "troubleshooting.md"
+    lines = path.read_text().splitlines(True)
+    row = next(i for i, line in enumerate(lines) if line.startswith("| `AttributeError"))
+    path.write_text("".join(lines[:row] + lines[row + 1:]) + '\n!!! note "x"\n    y\n')
+    found = " ".join(i18n.problems("zh", "troubleshooting.md"))
+    assert "its tables differ" in found and "its admonitions differ" in found
+
+
+def test_cli():
+    status = python("scripts/i18n.py status", cwd=ROOT)
+    assert status.returncode == 0 and "kernels.md" in status.stdout and "current" in status.stdout
+    check = python("scripts/i18n.py check", cwd=ROOT)
+    assert check.returncode == 0 and check.stdout.strip().endswith("0 problems"), check.stdout
+    for args in ("sync xx", "sync zh nowhere.md", "frobnicate"):
+        result = python(f"scripts/i18n.py {args}", cwd=ROOT)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error:"), args
