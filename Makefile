@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup serve test site record verify-gpu build-bench clean
+.PHONY: setup browsers serve test site record verify-gpu build-bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,17 +19,29 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	$(PY) scripts/check_setup.py
 	touch $@
 
+# Debian's Chromium and the Noto fonts (Latin, CJK, Devanagari) for the browser tests;
+# installed when missing, which needs root.
+BROWSER_PACKAGES := chromium chromium-driver fonts-noto-core fonts-noto-cjk
+browsers:
+	@dpkg -s $(BROWSER_PACKAGES) >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(BROWSER_PACKAGES); \
+	  else \
+	    echo "error: the browser tests need Debian's $(BROWSER_PACKAGES). Fix: sudo apt-get install $(BROWSER_PACKAGES)"; \
+	    exit 1; \
+	  fi; }
+
 serve: setup
 	$(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 site: setup
 	$(PY) -m mkdocs build --strict -d site
 
-test: setup
+test: setup browsers
 	$(PY) -m pytest
 
 # Re-record the outputs the pages show from CPU runs (records/cpu.json).
-record: setup
+record: setup browsers
 	$(PY) -m pytest --record cpu
 
 # On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers):

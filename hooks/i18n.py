@@ -53,3 +53,16 @@ def on_page_markdown(markdown, page, config, files):
         markdown = (f'!!! warning "{words["title"]}"\n    {words["body"].format(url=english_url(page))}\n\n'
                     + markdown)
     return markdown
+
+
+def on_post_build(config):
+    """The theme maps a page to its translations by reading sitemap.xml next to each alternate URL
+    (<link rel="alternate">), which here is the page itself in each language: every page folder
+    gets a copy of the one sitemap, so that no reader's browser meets a 404."""
+    import shutil
+
+    site = Path(config["site_dir"])
+    if (site / "sitemap.xml").exists():
+        for index in site.rglob("index.html"):
+            if index.parent != site:
+                shutil.copyfile(site / "sitemap.xml", index.parent / "sitemap.xml")

@@ -9,6 +9,19 @@ sys.path.insert(0, str(ROOT))
 from scripts import records  # noqa: E402
 
 
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The site, built strictly once per test run."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1",
+                                                                           "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return out
+
+
 def pytest_addoption(parser):
     parser.addoption("--record", metavar="ENV",
                      help="write each test's outcome and the outputs tests observe to records/ENV.json "

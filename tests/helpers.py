@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def section(path, name) -> str:
     """The lines between `--8<-- [start:name]` and `--8<-- [end:name]` of a snippet file."""
     text = (ROOT / path).read_text(encoding="utf-8")
-    match = re.search(rf"--8<-- \[start:{name}\]\n(.*?)\n.*--8<-- \[end:{name}\]", text, re.S)
+    match = re.search(rf"--8<-- \[start:{name}\]\n(.*?)\n[^\n]*--8<-- \[end:{name}\]", text, re.S)
     assert match, f"{path} has no section {name!r}"
     return match.group(1)
 

@@ -1,0 +1,130 @@
+"""The built site in a real headless Chromium (Debian's), driven by Playwright: every page in every
+language loads cleanly and only from 127.0.0.1, the language switcher, search, copy buttons, glyphs."""
+import functools
+import http.server
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.helpers import ROOT, section
+
+CHROMIUM = "/usr/bin/chromium"
+# Headless, and no background connections to Google's hosts (this test counts every request).
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LANGS = ("en", "zh", "pt", "hi")
+PAGES = sorted(p.stem for p in (ROOT / "docs/en").glob("*.md"))
+SCREENSHOTS = ROOT / "build" / "screenshots"
+
+
+def url_of(lang, page):
+    return ("/" if lang == "en" else f"/{lang}/") + ("" if page == "index" else f"{page}/")
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        pytest.fail("Debian's chromium is not installed. Fix: make browsers (as root), "
+                    "or apt-get install chromium chromium-driver fonts-noto-core fonts-noto-cjk")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+    page = context.new_page()
+    page.problems = []
+    page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: page.problems.append(f"page error: {e}"))
+    page.on("request", lambda r: page.problems.append(f"request to {r.url}")
+            if urlsplit(r.url).hostname != "127.0.0.1" and not r.url.startswith("data:") else None)
+    page.on("response", lambda r: page.problems.append(f"{r.status} for {r.url}") if r.status >= 400 else None)
+    yield page
+    context.close()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_loads_cleanly_and_the_switcher_keeps_the_page(page, server, lang):
+    for name in PAGES:
+        page.goto(server + url_of(lang, name), wait_until="networkidle")  # late requests count too
+        assert page.title(), (lang, name)
+        for other in LANGS:
+            if other == lang:
+                continue
+            page.goto(server + url_of(lang, name), wait_until="load")
+            with page.expect_navigation(wait_until="load"):
+                page.eval_on_selector(f'a.md-select__link[hreflang="{other}"]', "a => a.click()")
+            assert page.url == server + url_of(other, name), (lang, name, other)
+    page.wait_for_load_state("networkidle")
+    assert not page.problems, page.problems
+
+
+# A word of each language that its pages use, and the page it must find.
+SEARCH = {"en": ("cache", "kernels"), "zh": ("缓存", "kernels"), "pt": ("máscaras", "dispatch"),
+          "hi": ("अनुवाद", "translations")}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_search_finds_a_word_of_each_language(page, server, lang):
+    word, expected = SEARCH[lang]
+    page.goto(server + url_of(lang, "index"), wait_until="networkidle")
+    page.fill("input.md-search__input", word)
+    page.keyboard.type(" ")  # a key press starts the search, as a reader's typing does
+    page.wait_for_selector(".md-search-result__item", timeout=15000)
+    links = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
+    assert any(urlsplit(link).path.startswith(url_of(lang, expected)) for link in links), (word, links)
+    assert not page.problems, page.problems
+
+
+def test_copy_button_copies_exactly_the_snippet(page, server):
+    page.goto(server + "/", wait_until="networkidle")
+    page.hover("pre >> nth=0")
+    page.click('button.md-code__button[data-md-type="copy"] >> nth=0')
+    copied = page.evaluate("navigator.clipboard.readText()")
+    import textwrap
+
+    assert copied.strip() == textwrap.dedent(section("snippets/quickstart.py", "causal")).strip()
+
+
+GLYPHS = {"en": "A", "zh": "中", "pt": "ç", "hi": "ह"}
+DRAW = """([text, font]) => {
+    const canvas = document.createElement("canvas");
+    canvas.width = 80; canvas.height = 80;
+    const ctx = canvas.getContext("2d");
+    ctx.font = "48px " + font;
+    ctx.fillText(text, 10, 60);
+    return canvas.toDataURL();
+}"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_home_page_renders_real_glyphs(page, server, lang):
+    page.goto(server + url_of(lang, "index"), wait_until="networkidle")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / f"{lang}.png", full_page=True)
+    font = page.evaluate("getComputedStyle(document.body).fontFamily")
+    glyph, missing, blank = (page.evaluate(DRAW, [text, font]) for text in (GLYPHS[lang], "\U0010fffd", ""))
+    assert glyph != blank, f"{GLYPHS[lang]!r} draws nothing"
+    assert glyph != missing, f"{GLYPHS[lang]!r} draws the missing-glyph box: install fonts-noto-core fonts-noto-cjk"
