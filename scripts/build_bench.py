@@ -1,18 +1,25 @@
-"""Times the strict build of the whole site (all languages), the way an author runs it.
+"""Times what an author waits for: the strict build of the whole site (all languages), and the
+`mkdocs serve` rebuild after a snippet edit, until the served page shows the edit.
 
     python scripts/build_bench.py [--runs N]
 
-Prints the median of N in-process builds after one warm-up build, in seconds.
+Prints the median of N runs of each, in seconds, after one warm-up.
 """
 import argparse
 import logging
+import os
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SITE_SOURCES = ("mkdocs.yml", "docs", "snippets", "hooks", "overrides", "records", "claims", "scripts")
 
 
 def build_once(site_dir) -> float:
@@ -25,6 +32,52 @@ def build_once(site_dir) -> float:
     return time.perf_counter() - start
 
 
+def fetch(url) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.read().decode("utf-8")
+    except OSError:
+        return ""
+
+
+def wait_for(url, text, timeout=120) -> float:
+    start = time.perf_counter()
+    while text not in fetch(url):
+        if time.perf_counter() - start > timeout:
+            raise SystemExit(f"error: {url} did not show {text!r} within {timeout} s. Fix: run `make serve` and read its log")
+        time.sleep(0.02)
+    return time.perf_counter()
+
+
+def serve_rebuilds(runs) -> list:
+    """Edit a snippet the home page includes, in a copy of the sources served by `mkdocs serve`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in SITE_SOURCES:
+            (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, Path(tmp) / name)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        url = f"http://127.0.0.1:{port}/"
+        server = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "-a", f"127.0.0.1:{port}"], cwd=tmp,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        try:
+            wait_for(url, "causal")
+            snippet = Path(tmp) / "snippets/quickstart.py"
+            original = snippet.read_text(encoding="utf-8")
+            times = []
+            for run in range(runs + 1):
+                marker = f"edit_{run}"
+                start = time.perf_counter()
+                snippet.write_text(original.replace("return q_idx >= kv_idx", f"return q_idx >= kv_idx  # {marker}", 1),
+                                   encoding="utf-8")
+                times.append(wait_for(url, marker) - start)
+            return times[1:]  # the first edit is the warm-up
+        finally:
+            server.terminate()
+            server.wait()
+
+
 def main(argv) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/build_bench.py")
     parser.add_argument("--runs", type=int, default=5)
@@ -34,6 +87,9 @@ def main(argv) -> int:
         build_once(site)  # warm-up: imports, jieba's dictionary
         times = [build_once(site) for _ in range(args.runs)]
     print(f"strict build of all languages: median {statistics.median(times):.2f} s "
+          f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)")
+    times = serve_rebuilds(args.runs)
+    print(f"mkdocs serve, snippet edit until the page shows it: median {statistics.median(times):.2f} s "
           f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)")
     return 0
 

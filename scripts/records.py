@@ -10,7 +10,9 @@ A record is records/<environment>.json with three parts:
 A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and config files); when
 those sources change, its entries are stale until the next recording run.
 """
+import copy
 import datetime
+import functools
 import hashlib
 import json
 import platform
@@ -41,9 +43,16 @@ def topic_of(key: str) -> str:
 
 
 def source_hash(key: str) -> str:
+    files = sources(topic_of(key))
+    return _digest(tuple((str(p), p.relative_to(ROOT).as_posix(), p.stat().st_mtime_ns) for p in files))
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(files: tuple) -> str:
+    """sha256 over the files' names and bytes; computed once per version (mtime) of the files."""
     digest = hashlib.sha256()
-    for path in sources(topic_of(key)):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for path, name, _ in files:
+        digest.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -90,9 +99,14 @@ def environment(name: str) -> dict:
     return env
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: str, mtime_ns: int) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def load(name: str) -> dict:
     path = RECORDS / f"{name}.json"
-    record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    record = copy.deepcopy(_parsed(str(path), path.stat().st_mtime_ns)) if path.exists() else {}
     return {"environment": record.get("environment", {}), "tests": record.get("tests", {}),
             "outputs": record.get("outputs", {})}
 
