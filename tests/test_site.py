@@ -151,3 +151,22 @@ def test_link_checker_finds_a_missing_page_and_a_missing_anchor(tmp_path):
     problems, external = links.check(tmp_path, own="")
     assert problems == ["a/index.html: ../b/ leads to no file", "a/index.html: #gone leads to no anchor #gone"]
     assert external == ["https://example.org/x"]
+
+
+@pytest.mark.parametrize("name", ["site.yml", "gpu.yml"])
+def test_workflows_run_commands_that_exist(name):
+    workflow = yaml.safe_load((ROOT / ".github/workflows" / name).read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads the key `on` as true
+    assert triggers and workflow["jobs"]
+    makefile = (ROOT / "Makefile").read_text()
+    commands = [step["run"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "run" in step]
+    for target in re.findall(r"\bmake ([\w-]+)", " ".join(commands)):
+        assert re.search(rf"^{target}:", makefile, re.M), f"{name} runs `make {target}`, which the Makefile lacks"
+    for script in re.findall(r"scripts/\w+\.py", " ".join(commands)):
+        assert (ROOT / script).exists(), script
+
+
+def test_site_workflow_deploys_only_main():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/site.yml").read_text())
+    assert workflow["jobs"]["deploy"]["needs"] == "test"
+    assert "refs/heads/main" in workflow["jobs"]["deploy"]["if"]
