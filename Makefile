@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers serve test site record verify-gpu build-bench clean
+.PHONY: setup browsers serve test site record verify-gpu bench bench-quick build-bench clean
 
 setup: $(VENV)/.installed
 
@@ -50,6 +50,15 @@ GPU_PYTHON ?= python3
 verify-gpu:
 	$(GPU_PYTHON) scripts/check_setup.py --gpu
 	$(GPU_PYTHON) -m pytest -m gpu --record auto -p no:cacheprovider
+
+# On a CUDA machine: the benchmark suite (records/bench/<gpu>.json); bench-quick: one shape per group.
+bench:
+	$(GPU_PYTHON) scripts/check_setup.py --gpu
+	$(GPU_PYTHON) -m snippets.bench
+
+bench-quick:
+	$(GPU_PYTHON) scripts/check_setup.py --gpu
+	$(GPU_PYTHON) -m snippets.bench --quick
 
 build-bench: setup
 	$(PY) scripts/build_bench.py

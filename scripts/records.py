@@ -56,6 +56,15 @@ def _digest(files: tuple) -> str:
     return digest.hexdigest()[:16]
 
 
+def gpu_name() -> str:
+    """The record name of this machine: cpu, or the GPU's name (nvidia-h100-80gb-hbm3)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name().lower()).strip("-")
+
+
 def _driver() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -76,12 +76,7 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session, exitstatus):
     name = session.config.getoption("--record")
     if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
-        import re
-
-        import torch
-
-        name = "cpu" if not torch.cuda.is_available() else \
-            re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name().lower()).strip("-")
+        name = records.gpu_name()
     if name and session.config._outcomes and exitstatus in (0, 1):  # failures are recorded too
         path = records.save(name, session.config._outcomes, session.config._observed)
         print(f"\nrecorded {len(session.config._outcomes)} tests and {len(session.config._observed)} outputs "
