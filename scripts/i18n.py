@@ -53,7 +53,7 @@ def shape(text: str) -> dict:
     """What a translation must keep of its English page; only the prose differs."""
     return {
         "include lines": [line.strip() for line in text.splitlines() if "--8<--" in line],
-        "outputs and claims": re.findall(r"<!-- (?:observed|claim|claims)[^>]*-->", text),
+        "outputs and claims": re.findall(r"<!-- (?:observed|claim|claims|bench|translation-status)[^>]*-->", text),
         "headings": [(len(h), i) for h, i in re.findall(r"^(#+) .*?(?:\{#([\w-]+)\})?$", text, re.M)],
         "tables": [line.count("|") for line in text.splitlines() if line.lstrip().startswith("|")],
         "admonitions": re.findall(r"^\s*(?:!!!|\?\?\?\+?) (\w+)", text, re.M),

@@ -193,7 +193,7 @@ def documents_case(head_dim=128):
 
 
 # --8<-- [start:decoding]
-def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128):
+def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128, settings=()):
     """One new query token per sequence against a full KV cache of kv_tokens."""
     q = randn(batch, q_heads, 1, head_dim)
     k, v = (randn(batch, kv_heads, kv_tokens, head_dim) for _ in range(2))
@@ -210,6 +210,9 @@ def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128):
         "sdpa_gqa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
         "gpt_fast_2024": gpt_fast_2024,
     }
+    for options in settings:  # kernel_options of the decoding kernel, tried in the same run
+        variants["flex " + json.dumps(options)] = lambda q, k, v, options=options: flex(
+            q, k, v, block_mask=block_mask, enable_gqa=True, kernel_options=options)
     with torch.no_grad():
         rows = measure(variants, variants["sdpa_gqa"], (q, k, v), backward=False, graph=True)
     kv_bytes = 2 * batch * kv_heads * kv_tokens * head_dim * q.element_size()
@@ -234,7 +237,14 @@ KERNEL_OPTIONS = [
     {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_warps": 8, "fwd_num_stages": 2},
     {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 64, "fwd_num_warps": 8, "fwd_num_stages": 3},
     {"fwd_BLOCK_M": 64, "fwd_BLOCK_N": 128, "fwd_num_warps": 4, "fwd_num_stages": 3},
+    {"USE_TMA": True},  # Hopper's tensor memory accelerator for the loads
+    {"fwd_BLOCK_M": 128, "fwd_BLOCK_N": 128, "fwd_num_warps": 8, "fwd_num_stages": 2, "USE_TMA": True},
 ]
+
+
+# The decoding kernel splits the KV cache over SPLIT_KV blocks (default: 2 per SM over batch x KV
+# heads) and walks it in tiles of BLOCK_N keys.
+DECODING_SETTINGS = [{"SPLIT_KV": 64}, {"SPLIT_KV": 128}, {"BLOCK_N": 128}, {"SPLIT_KV": 64, "BLOCK_N": 128}]
 
 
 def forward_settings_case(batch=4, tokens=4096, head_dim=128):
@@ -290,6 +300,10 @@ def suite(quick=False, log=print, save=lambda result: None) -> dict:
                                  "kv_tokens": kv_tokens, "batch": batch, "kv_bytes": kv_bytes},
                     rows, floor_ms=kv_bytes / bandwidth / 1e6)
     if not quick:
+        rows, kv_bytes = decoding_case(1, 16384, 32, 8, settings=DECODING_SETTINGS)
+        add("decoding_settings", {"model": "8B", "q_heads": 32, "kv_heads": 8, "head_dim": 128,
+                                  "kv_tokens": 16384, "batch": 1, "kv_bytes": kv_bytes},
+            rows, floor_ms=kv_bytes / bandwidth / 1e6)
         add("forward_settings", {"batch": 4, "tokens": 4096, "heads": HEADS, "head_dim": 128},
             forward_settings_case())
     result["complete"] = True

@@ -1,0 +1,337 @@
+"""MkDocs hook: the performance page, generated from the benchmark records at build time.
+
+`<!-- bench: NAME -->` becomes a table, a chart (inline SVG drawn by matplotlib, its text in the
+page's language and fonts) or a sentence whose numbers come from records/bench/*.json; nothing
+on the page is typed by hand. A record older than snippets/bench.py is marked as such.
+"""
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts import bench_report as report  # noqa: E402
+
+MARKER = re.compile(r"<!-- bench: ([\w-]+) -->")
+NAMES = {"flex": "FlexAttention", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
+         "sdpa_gqa": "SDPA enable_gqa", "gpt_fast_2024": "gpt-fast 2024"}
+
+
+def name(variant, w):
+    """A variant's label: a kernel's name, or words of the page's language for a layout."""
+    return NAMES.get(variant) or w["name_" + variant]
+
+WORDS = {
+    "en": {
+        "gpu": "GPU", "date": "Date", "matmul": "bf16 matmul, TFLOP/s", "copy": "Copy, GB/s",
+        "seconds": "Suite, s", "shape": "Shape", "ms": "ms", "fb": "forward + backward, ms",
+        "fwd": "forward, ms", "vs": "{a} vs {b}", "variant": "Variant", "case": "Case",
+        "model": "Model", "batch": "Batch", "kv": "KV tokens", "floor": "share of the HBM floor",
+        "tflops": "TFLOP/s", "setting": "Setting", "of_cudnn": "share of cuDNN", "default": "default",
+        "sliding": "sliding window {w}, {t} tokens", "documents": "{n} documents, {t} tokens, longest {l}",
+        "stale": "This record was made before the last change to snippets/bench.py.",
+        "intensity": "FLOPs per byte of HBM traffic", "roof": "ceilings of this GPU",
+        "tokens_axis": "KV tokens", "latency_axis": "ms per decoding step", "floor_line": "HBM floor",
+        "shape_axis": "batch × tokens", "failed": "failed",
+        "name_sdpa_dense_mask": "SDPA + dense mask", "name_flex_packed": "FlexAttention, packed",
+        "name_sdpa_padded": "SDPA flash, padded",
+        "seed-fa2": "On {gpu} (Hopper; no Ampere GPU ran here), FlexAttention's causal forward and backward "
+                    "is {lo:.2f}× to {hi:.2f}× as fast as SDPA's FlashAttention 2 backend over the training shapes.",
+        "seed-fa3": "FlashAttention 3 is not part of PyTorch and was not measured. On {gpu}, SDPA's cuDNN backend "
+                    "is {lo:.2f}× to {hi:.2f}× as fast as FlexAttention in forward and backward.",
+        "seed-decoding": "On {gpu}, FlexAttention decoding is {lo:.2f}× to {hi:.2f}× as fast as SDPA with "
+                         "enable_gqa (below 1: slower), and {lo2:.0f}× to {hi2:.0f}× as fast as the 2024 gpt-fast "
+                         "baseline that repeats the KV heads and masks the whole cache.",
+        "seed-documents": "On {gpu}, {n} packed documents ({t} tokens, longest {l}) run forward and backward "
+                          "{x:.1f}× as fast with a document mask as the same documents padded to the longest.",
+        "best-forward": "On {gpu}, the fastest FlexAttention causal forward measured ({name}) reaches {best:.0%} of "
+                        "cuDNN's speed; the default reaches {default:.0%}.",
+        "best-decoding": "On {gpu}, the fastest decoding setting measured ({name}) is {best:.2f}× as fast as SDPA "
+                         "and reaches {floor:.0%} of the HBM floor; the default: {default:.2f}× and {dfloor:.0%}.",
+    },
+}
+
+
+def fmt(value, digits=3):
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def words(lang):
+    """The page's words in lang: WORDS['en'] here, the others in hooks/performance_words_<lang>.py."""
+    import importlib
+
+    try:
+        found = WORDS.get(lang) or importlib.import_module(f"hooks.performance_words_{lang}").WORDS
+    except ImportError:
+        found = None
+    if found is None or set(found) != set(WORDS["en"]):
+        raise PluginError(f"hooks/performance_words_{lang}.py lacks words for the performance page. "
+                          f"Fix: translate every key of WORDS['en'] in hooks/performance.py")
+    return found
+
+
+def gpu_label(record):
+    return record["environment"].get("gpu", "?")
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def svg(fig) -> str:
+    """The figure as inline SVG: text stays text (the page's fonts), no blank lines for Markdown."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"\n\s*\n", "\n", text)
+    return f'<div class="bench-chart">\n{text}\n</div>\n'
+
+
+def figure(width=7.5, height=3.2, columns=1):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9,
+                                "font.family": ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans Devanagari"],
+                                "svg.hashsalt": "flexattention-guide"})  # the same SVG for the same data
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, columns, figsize=(width, height), squeeze=False)
+
+
+def environments(lang, records):
+    w = words(lang)
+    rows = []
+    for record in records.values():
+        env = record["environment"]
+        rows.append([gpu_label(record), record["date"], env.get("torch"), env.get("cuda"), env.get("triton"),
+                     f"{record['ceilings']['matmul_bf16_tflops']:.0f}", f"{record['ceilings']['copy_gb_per_s']:.0f}",
+                     f"{record['seconds']:.0f}"])
+    return md_table([w["gpu"], w["date"], "PyTorch", "CUDA", "Triton", w["matmul"], w["copy"], w["seconds"]], rows)
+
+
+def shape_label(shape):
+    return f"{shape['batch']} × {shape['tokens']}, d={shape['head_dim']}"
+
+
+def training(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows, bars = [], {v: [] for v in ("flex", "sdpa_flash", "sdpa_cudnn")}
+        labels = []
+        for key, row in report.table(record, "training").items():
+            shape = json.loads(key)
+            rows.append([shape_label(shape)] + [fmt(row.get(v, {}).get("forward_backward_ms")) for v in bars]
+                        + [fmt(report.speedup(row, "flex", "sdpa_flash", "forward_backward_ms")) + "×",
+                           fmt(report.speedup(row, "flex", "sdpa_cudnn", "forward_backward_ms")) + "×"])
+            labels.append(shape_label(shape))
+            for v in bars:
+                bars[v].append(row.get(v, {}).get("forward_backward_tflops", 0))
+        out.append(f"**{gpu_label(record)}**, {w['fb']}\n")
+        out.append(md_table([w["shape"]] + [NAMES[v] for v in bars]
+                            + [w["vs"].format(a="Flex", b="FA2"), w["vs"].format(a="Flex", b="cuDNN")], rows))
+        fig, axes = figure()
+        ax = axes[0][0]
+        width = 0.27
+        for i, (v, values) in enumerate(bars.items()):
+            ax.bar([x + (i - 1) * width for x in range(len(labels))], values, width, label=NAMES[v])
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+        ax.set_ylabel(f"{w['tflops']} ({w['fb'].split(',')[0]})")
+        ax.set_title(gpu_label(record))
+        ax.legend(fontsize=8)
+        out.append(svg(fig))
+    return "\n".join(out)
+
+
+def masks(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows = []
+        for group in ("sliding", "documents"):
+            for key, row in report.table(record, group).items():
+                shape = json.loads(key)
+                case = (w["sliding"].format(w=shape["window"], t=shape["tokens"]) if group == "sliding" else
+                        w["documents"].format(n=shape["documents"], t=shape["tokens"], l=shape["longest"]))
+                for variant, c in row.items():
+                    rows.append([case, name(variant, w), fmt(c.get("forward_ms")), fmt(c.get("forward_backward_ms")),
+                                 fmt(c.get("forward_backward_tflops")) if "failed" not in c else w["failed"]])
+        out.append(f"**{gpu_label(record)}**\n")
+        out.append(md_table([w["case"], w["variant"], w["fwd"], w["fb"], w["tflops"]], rows))
+    return "\n".join(out)
+
+
+def decoding(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows, series = [], {}
+        bandwidth = record["ceilings"]["copy_gb_per_s"]
+        for key, row in report.table(record, "decoding").items():
+            s = json.loads(key)
+            rows.append([s["model"], s["batch"], s["kv_tokens"]]
+                        + [fmt(row.get(v, {}).get("forward_ms")) for v in ("flex", "sdpa_gqa", "gpt_fast_2024")]
+                        + [fmt(report.speedup(row, "flex", "sdpa_gqa", "forward_ms")) + "×",
+                           f"{row['flex']['fraction_of_floor']:.0%}" if "fraction_of_floor" in row.get("flex", {}) else "—"])
+            panel = series.setdefault((s["model"], s["batch"]), {"kv": [], "floor": []})
+            panel["kv"].append(s["kv_tokens"])
+            panel["floor"].append(s["kv_bytes"] / bandwidth / 1e6)
+            for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
+                panel.setdefault(v, []).append(row.get(v, {}).get("forward_ms"))
+        out.append(f"**{gpu_label(record)}**, {w['ms']}\n")
+        out.append(md_table([w["model"], w["batch"], w["kv"], NAMES["flex"], NAMES["sdpa_gqa"], NAMES["gpt_fast_2024"],
+                             w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+        fig, axes = figure(width=9, height=2.8, columns=len(series))
+        for ax, ((model, batch), panel) in zip(axes[0], series.items()):
+            for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
+                ax.plot(panel["kv"], panel[v], marker="o", label=NAMES[v])
+            ax.plot(panel["kv"], panel["floor"], linestyle="--", color="gray", label=w["floor_line"])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{model}, {w['batch'].lower()} {batch}")
+            ax.set_xlabel(w["tokens_axis"])
+        axes[0][0].set_ylabel(w["latency_axis"])
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle(gpu_label(record), y=1.06)
+        out.append(svg(fig))
+    return "\n".join(out)
+
+
+def roofline(lang, records):
+    """Achieved TFLOP/s against arithmetic intensity, under the GPU's measured ceilings."""
+    w = words(lang)
+    fig, axes = figure(width=7, height=4)
+    ax = axes[0][0]
+    for record, color in zip(records.values(), ("tab:blue", "tab:orange", "tab:green")):
+        peak, bandwidth = record["ceilings"]["matmul_bf16_tflops"], record["ceilings"]["copy_gb_per_s"]
+        xs = [0.5 * 1.5 ** i for i in range(25)]
+        ax.plot(xs, [min(peak, x * bandwidth / 1e3) for x in xs], color=color, label=f"{gpu_label(record)}: {w['roof']}")
+        points = []
+        for case in report.cases(record, "training"):
+            s = case["shape"]
+            if "forward_tflops" in case:
+                flops = 4 * s["batch"] * s["heads"] * s["tokens"] ** 2 * s["head_dim"] / 2
+                traffic = 4 * s["batch"] * s["heads"] * s["tokens"] * s["head_dim"] * 2  # q, k, v, out in bf16
+                points.append((flops / traffic, case["forward_tflops"], case["variant"]))
+        for case in report.cases(record, "decoding"):
+            s = case["shape"]
+            if "forward_ms" in case:
+                flops = 4 * s["batch"] * s["q_heads"] * s["kv_tokens"] * s["head_dim"]
+                points.append((flops / s["kv_bytes"], flops / case["forward_ms"] / 1e9, case["variant"]))
+        for variant, marker in (("flex", "o"), ("sdpa_flash", "s"), ("sdpa_cudnn", "^"), ("sdpa_gqa", "s"),
+                                ("gpt_fast_2024", "x")):
+            chosen = [(x, y) for x, y, v in points if v == variant]
+            if chosen:
+                ax.scatter(*zip(*chosen), color=color, marker=marker, s=18,
+                           label=f"{gpu_label(record)}: {NAMES[variant]}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(w["intensity"])
+    ax.set_ylabel(w["tflops"])
+    ax.legend(fontsize=6, ncol=2)
+    return svg(fig)
+
+
+def settings(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        forward = report.table(record, "forward_settings")
+        rows = []
+        for row in forward.values():
+            cudnn = row.get("sdpa_cudnn", {}).get("forward_ms")
+            for variant, c in row.items():
+                if variant != "sdpa_cudnn":
+                    rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
+                                 f"{cudnn / c['forward_ms']:.0%}" if cudnn and "forward_ms" in c else w["failed"]])
+        out.append(f"**{gpu_label(record)}**, {w['fwd']}\n")
+        out.append(md_table([w["setting"], w["fwd"], w["of_cudnn"]], rows))
+        decode = report.table(record, "decoding_settings")
+        rows = []
+        for row in decode.values():
+            for variant, c in row.items():
+                if variant.startswith("flex"):
+                    rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
+                                 fmt(report.speedup(row, variant, "sdpa_gqa", "forward_ms")) + "×",
+                                 f"{c['fraction_of_floor']:.0%}" if "fraction_of_floor" in c else w["failed"]])
+        out.append(md_table([w["setting"], w["ms"], w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+    return "\n".join(out)
+
+
+def sentences(lang, records, name):
+    """One sentence per GPU, its numbers computed from that GPU's record."""
+    w = words(lang)
+    out = []
+    for record in records.values():
+        gpu = gpu_label(record)
+        if name == "seed-fa2":
+            r = [report.speedup(row, "flex", "sdpa_flash", "forward_backward_ms")
+                 for row in report.table(record, "training").values()]
+            out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r)))
+        elif name == "seed-fa3":
+            r = [report.speedup(row, "sdpa_cudnn", "flex", "forward_backward_ms")
+                 for row in report.table(record, "training").values()]
+            out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r)))
+        elif name == "seed-decoding":
+            rows = report.table(record, "decoding").values()
+            r = [report.speedup(row, "flex", "sdpa_gqa", "forward_ms") for row in rows]
+            r2 = [report.speedup(row, "flex", "gpt_fast_2024", "forward_ms") for row in rows]
+            out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r), lo2=min(r2), hi2=max(r2)))
+        elif name == "seed-documents":
+            key, row = next(iter(report.table(record, "documents").items()))
+            s = json.loads(key)
+            out.append(w[name].format(gpu=gpu, n=s["documents"], t=s["tokens"], l=s["longest"],
+                                      x=report.speedup(row, "flex_packed", "sdpa_padded", "forward_backward_ms")))
+        elif name == "best-forward":
+            row = next(iter(report.table(record, "forward_settings").values()))
+            cudnn = row["sdpa_cudnn"]["forward_ms"]
+            timed = {v: c["forward_ms"] for v, c in row.items() if v != "sdpa_cudnn" and "forward_ms" in c}
+            best = min(timed, key=timed.get)
+            out.append(w[name].format(gpu=gpu, name=f"`{best}`", best=cudnn / timed[best],
+                                      default=cudnn / timed["flex_default"]))
+        elif name == "best-decoding":
+            row = next(iter(report.table(record, "decoding_settings").values()))
+            timed = {v: c for v, c in row.items() if v.startswith("flex") and "forward_ms" in c}
+            best = min(timed, key=lambda v: timed[v]["forward_ms"])
+            out.append(w[name].format(gpu=gpu, name=f"`{best}`",
+                                      best=report.speedup(row, best, "sdpa_gqa", "forward_ms"),
+                                      floor=timed[best]["fraction_of_floor"],
+                                      default=report.speedup(row, "flex", "sdpa_gqa", "forward_ms"),
+                                      dfloor=timed["flex"]["fraction_of_floor"]))
+        else:
+            raise PluginError(f"unknown benchmark block {name!r}. Fix: see hooks/performance.py")
+    return " ".join(out)
+
+
+BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
+          "roofline": roofline, "settings": settings}
+
+
+def render(name, lang, records):
+    if not records:
+        raise PluginError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
+    if name in BLOCKS:
+        text = BLOCKS[name](lang, records)
+        stale = [gpu_label(r) for r in records.values() if not report.current(r)]
+        if stale and name == "environments":
+            text = f'!!! warning "{", ".join(stale)}"\n    {words(lang)["stale"]}\n\n' + text
+        return text
+    return sentences(lang, records, name)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if "<!-- bench: " not in markdown:
+        return markdown
+    lang = config.plugins["i18n"].current_language
+    records = report.load_all()
+    return MARKER.sub(lambda m: render(m.group(1), lang, records), markdown)

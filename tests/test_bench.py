@@ -1,0 +1,80 @@
+"""The benchmark suite and its records: the program's bad-input paths on this machine, and the
+records of `make bench` well-formed, complete, current and saying what the pages say."""
+import json
+
+import pytest
+
+from scripts import bench_report as report
+from tests.helpers import python
+
+GROUPS = {"training", "sliding", "documents", "decoding", "decoding_settings", "forward_settings"}
+
+
+def test_without_a_gpu_the_program_says_so():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: `make bench` runs the suite")
+    result = python("-m snippets.bench --quick")
+    assert result.returncode == 2 and result.stderr.startswith("error: no CUDA GPU. Fix:")
+    assert result.stderr.count("\n") == 1
+
+
+def test_unknown_option_is_one_line():
+    result = python("-m snippets.bench --frobnicate")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+
+
+def test_document_lengths_fill_the_batch_exactly():
+    from snippets import bench
+
+    lengths = bench.document_lengths()
+    assert sum(lengths) == bench.TOKENS and min(lengths) > 0 and max(lengths) <= 8192
+    assert bench.document_lengths() == lengths, "the same documents in every run"
+
+
+@pytest.fixture(scope="module")
+def records():
+    found = report.load_all()
+    assert found, "no benchmark record: run `make bench` on a CUDA machine"
+    return found
+
+
+def test_records_are_complete_current_and_checked(records, records_in_use):
+    for name, record in records.items():
+        assert record.get("complete") and not record["quick"], name
+        assert report.current(record), f"{name}: snippets/bench.py changed since; run `make bench` again"
+        assert {c["group"] for c in record["cases"]} == GROUPS, name
+        assert record["seconds"] < 8 * 60, f"{name}: the suite must fit one 10-minute run"
+        for case in record["cases"]:
+            if "failed" not in case:  # every timed variant matched its reference first
+                assert case["error_vs_reference"] < 2e-2 and case["forward_ms"] > 0, (name, case)
+        env = record["environment"]
+        assert {"gpu", "compute_capability", "torch", "cuda", "triton", "driver"} <= set(env), name
+
+
+def test_quick_suite_fits_two_minutes():
+    quick = [json.loads(p.read_text()) for p in report.BENCH.glob("*-quick.json")]
+    assert quick and all(q["seconds"] < 120 for q in quick)
+
+
+def ratios(records, group, variant, baseline, key):
+    return [report.speedup(row, variant, baseline, key)
+            for record in records.values() for row in report.table(record, group).values()]
+
+
+def test_training_flex_is_between_flash_and_cudnn(records):
+    assert all(r > 1 for r in ratios(records, "training", "flex", "sdpa_flash", "forward_backward_ms"))
+    assert all(r < 1 for r in ratios(records, "training", "flex", "sdpa_cudnn", "forward_backward_ms"))
+
+
+def test_block_masks_beat_dense_masks_and_padding(records):
+    assert all(r > 5 for r in ratios(records, "sliding", "flex", "sdpa_dense_mask", "forward_backward_ms"))
+    assert all(r > 5 for r in ratios(records, "documents", "flex_packed", "sdpa_dense_mask", "forward_backward_ms"))
+    assert all(r > 1.71 for r in ratios(records, "documents", "flex_packed", "sdpa_padded", "forward_backward_ms"))
+
+
+def test_decoding_against_sdpa_and_gpt_fast(records):
+    assert all(r > 5 for r in ratios(records, "decoding", "flex", "gpt_fast_2024", "forward_ms"))
+    against_sdpa = ratios(records, "decoding", "flex", "sdpa_gqa", "forward_ms")
+    assert sum(r < 1 for r in against_sdpa) > len(against_sdpa) / 2, "SDPA is faster at most shapes"
