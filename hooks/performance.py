@@ -61,12 +61,15 @@ def fmt(value, digits=3):
 
 def words(lang):
     """The page's words in lang: WORDS['en'] here, the others in hooks/performance_words_<lang>.py."""
-    import importlib
+    import importlib.util
 
-    try:
-        found = WORDS.get(lang) or importlib.import_module(f"hooks.performance_words_{lang}").WORDS
-    except ImportError:
-        found = None
+    path = Path(__file__).with_name(f"performance_words_{lang}.py")
+    found = WORDS.get(lang)
+    if found is None and path.exists():  # loaded by path: hooks/ is not a package
+        spec = importlib.util.spec_from_file_location(f"performance_words_{lang}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found = module.WORDS
     if found is None or set(found) != set(WORDS["en"]):
         raise PluginError(f"hooks/performance_words_{lang}.py lacks words for the performance page. "
                           f"Fix: translate every key of WORDS['en'] in hooks/performance.py")
@@ -83,17 +86,45 @@ def md_table(header, rows):
     return "\n".join(lines) + "\n"
 
 
-def svg(fig) -> str:
-    """The figure as inline SVG: text stays text (the page's fonts), no blank lines for Markdown."""
+CHARTS = Path(__file__).resolve().parent.parent / "build" / "charts"
+CHART_URL = "CHARTS_URL"  # replaced by the path from the page to the site's assets/charts/
+
+
+def cached(draw):
+    """A chart drawn once per version of its records, language and this file: matplotlib takes a
+    second or two per chart, and the site draws 28 of them in four languages."""
+    import functools
+    import hashlib
+
+    @functools.wraps(draw)
+    def chart(lang, records):
+        key = hashlib.sha256(json.dumps([draw.__name__, lang, words(lang), records], sort_keys=True).encode()
+                             + Path(__file__).read_bytes()).hexdigest()[:24]
+        path = CHARTS / f"{key}.svg"
+        if not path.exists():
+            CHARTS.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(draw(lang, records), encoding="utf-8")
+            tmp.replace(path)
+        return path.read_text(encoding="utf-8")
+    return chart
+
+
+def svg(fig, alt) -> str:
+    """The figure as an SVG file (text stays text, in the page's language) and the Markdown that shows
+    it; inline, the charts would make every build parse megabytes of SVG for the search index."""
+    import hashlib
+
     import matplotlib.pyplot as plt
 
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
-    text = text[text.index("<svg"):]
-    text = re.sub(r"\n\s*\n", "\n", text)
-    return f'<div class="bench-chart">\n{text}\n</div>\n'
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    CHARTS.mkdir(parents=True, exist_ok=True)
+    (CHARTS / f"{key}.svg").write_text(text, encoding="utf-8")
+    return f'<p class="bench-chart"><img src="{CHART_URL}/{key}.svg" alt="{alt}"></p>\n'
 
 
 def figure(width=7.5, height=3.2, columns=1):
@@ -123,6 +154,7 @@ def shape_label(shape):
     return f"{shape['batch']} × {shape['tokens']}, d={shape['head_dim']}"
 
 
+@cached
 def training(lang, records):
     w = words(lang)
     out = []
@@ -149,7 +181,7 @@ def training(lang, records):
         ax.set_ylabel(f"{w['tflops']} ({w['fb'].split(',')[0]})")
         ax.set_title(gpu_label(record))
         ax.legend(fontsize=8)
-        out.append(svg(fig))
+        out.append(svg(fig, f"{gpu_label(record)}: {w['tflops']}, {w['fb']}"))
     return "\n".join(out)
 
 
@@ -171,6 +203,7 @@ def masks(lang, records):
     return "\n".join(out)
 
 
+@cached
 def decoding(lang, records):
     w = words(lang)
     out = []
@@ -203,10 +236,11 @@ def decoding(lang, records):
         axes[0][0].set_ylabel(w["latency_axis"])
         axes[0][-1].legend(fontsize=7)
         fig.suptitle(gpu_label(record), y=1.06)
-        out.append(svg(fig))
+        out.append(svg(fig, f"{gpu_label(record)}: {w['latency_axis']}"))
     return "\n".join(out)
 
 
+@cached
 def roofline(lang, records):
     """Achieved TFLOP/s against arithmetic intensity, under the GPU's measured ceilings."""
     w = words(lang)
@@ -239,7 +273,7 @@ def roofline(lang, records):
     ax.set_xlabel(w["intensity"])
     ax.set_ylabel(w["tflops"])
     ax.legend(fontsize=6, ncol=2)
-    return svg(fig)
+    return svg(fig, f"{w['tflops']}, {w['intensity']}")
 
 
 def settings(lang, records):
@@ -332,6 +366,14 @@ def render(name, lang, records):
 def on_page_markdown(markdown, page, config, files):
     if "<!-- bench: " not in markdown:
         return markdown
+    import shutil
+
     lang = config.plugins["i18n"].current_language
     records = report.load_all()
-    return MARKER.sub(lambda m: render(m.group(1), lang, records), markdown)
+    markdown = MARKER.sub(lambda m: render(m.group(1), lang, records), markdown)
+    used = re.findall(rf"{CHART_URL}/(\w+\.svg)", markdown)
+    target = Path(config["site_dir"]) / "assets" / "charts"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in used:
+        shutil.copyfile(CHARTS / name, target / name)
+    return markdown.replace(CHART_URL, "../" * page.url.count("/") + "assets/charts")

@@ -114,8 +114,9 @@ def _parsed(path: str, mtime_ns: int) -> dict:
 
 
 def load(name: str) -> dict:
+    """records/<name>.json, parsed once per version of the file; shared: read it, do not change it."""
     path = RECORDS / f"{name}.json"
-    record = copy.deepcopy(_parsed(str(path), path.stat().st_mtime_ns)) if path.exists() else {}
+    record = _parsed(str(path), path.stat().st_mtime_ns) if path.exists() else {}
     return {"environment": record.get("environment", {}), "tests": record.get("tests", {}),
             "outputs": record.get("outputs", {})}
 
@@ -129,7 +130,7 @@ def test_exists(nodeid: str) -> bool:
 
 def save(name: str, tests: dict, outputs: dict) -> Path:
     """Merge this run into records/<name>.json under a fresh environment stamp; drop removed tests."""
-    record = load(name)
+    record = copy.deepcopy(load(name))  # load() shares its parsed records
     record["environment"] = environment(name)
     for part, new in (("tests", tests), ("outputs", outputs)):
         merged = {**record[part], **new}
