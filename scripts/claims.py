@@ -49,10 +49,24 @@ def matches(nodeid: str, test: str) -> bool:
     return nodeid == test or nodeid.startswith(test + "[")
 
 
+def by_function(tests: dict) -> dict:
+    """A record's test ids grouped by test function ('file::name', parameters dropped)."""
+    grouped = {}
+    for nodeid in tests:
+        grouped.setdefault(nodeid.split("[", 1)[0], []).append(nodeid)
+    return grouped
+
+
+_GROUPED = {}  # id(record["tests"]) -> (tests, its size, grouped): records are parsed once and shared
+
+
 def verdict(claim: dict, record: dict) -> str:
     """failed, stale (the snippet changed since), passed, skipped (e.g. needs a GPU) or not-run."""
-    found = [(nodeid, entry) for nodeid, entry in record["tests"].items()
-             if any(matches(nodeid, t) for t in claim.get("tests", []))]
+    tests = record["tests"]
+    cached = _GROUPED.get(id(tests))
+    if cached is None or cached[0] is not tests or cached[1] != len(tests):
+        _GROUPED[id(tests)] = cached = (tests, len(tests), by_function(tests))
+    found = [(nodeid, tests[nodeid]) for t in claim.get("tests", []) for nodeid in cached[2].get(t, [])]
     if not found:
         return "not-run"
     if any(entry["outcome"] in ("failed", "error") for _, entry in found):
