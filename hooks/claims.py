@@ -111,8 +111,7 @@ def claims_page(lang, all_records):
 
     out += [f"## {words['by-page']} {{#by-page}}", ""]
     for page in pages:
-        h1 = i18n.body(claims.ROOT / "docs" / lang / page).splitlines()[0].lstrip("# ")
-        out += [f"### {h1} {{#page-{page[:-3].replace('_', '-')}}}", "",
+        out += [f"### {i18n.title(lang, page)} {{#page-{page[:-3].replace('_', '-')}}}", "",
                 f"| {words['claim']} | " + " | ".join(envs.values()) + " |",
                 "| --- | " + " | ".join("---" for _ in envs) + " |"]
         for claim in (c for c in registry if c.get("page") == page):

@@ -38,9 +38,7 @@ def status_table(lang) -> str:
     rows = [f"| {words['page']} | " + " | ".join(NAMES[t] for t in i18n.LANGS) + " |",
             "| --- | " + " | ".join("---" for _ in i18n.LANGS) + " |"]
     for page, states in i18n.table().items():
-        source = i18n.DOCS / lang / page if (i18n.DOCS / lang / page).exists() else i18n.DOCS / "en" / page
-        title = i18n.body(source).splitlines()[0].lstrip("# ")
-        rows.append(f"| [{title}]({page}) | " + " | ".join(words[states[t]] for t in i18n.LANGS) + " |")
+        rows.append(f"| [{i18n.title(lang, page)}]({page}) | " + " | ".join(words[states[t]] for t in i18n.LANGS) + " |")
     return "\n".join(rows) + "\n"
 
 

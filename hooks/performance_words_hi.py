@@ -5,12 +5,11 @@ WORDS = {
     "seconds": "पूरे suite का समय, s", "shape": "आकार", "ms": "ms", "fb": "forward और backward, ms",
     "fwd": "सिर्फ़ forward, ms", "vs": "{a} बनाम {b}", "variant": "वैरिएंट", "case": "केस",
     "model": "मॉडल", "batch": "बैच", "kv": "KV tokens की संख्या", "floor": "HBM न्यूनतम सीमा का अनुपात",
-    "tflops": "TFLOP/s", "setting": "सेटिंग", "of_cudnn": "cuDNN की गति का अनुपात", "default": "डिफ़ॉल्ट",
-    "sliding": "{w} की sliding window, {t} tokens", "documents": "{n} documents, {t} tokens, सबसे लंबा {l}",
+    "tflops": "TFLOP/s", "setting": "सेटिंग", "of_cudnn": "cuDNN की गति का अनुपात", "sliding": "{w} की sliding window, {t} tokens", "documents": "{n} documents, {t} tokens, सबसे लंबा {l}",
     "stale": "यह record snippets/bench.py में हुए पिछले बदलाव से पहले बनाया गया था।",
     "intensity": "HBM traffic के प्रति byte FLOPs", "roof": "इस GPU की अधिकतम सीमाएँ",
     "tokens_axis": "KV tokens की संख्या", "latency_axis": "हर decoding step के ms", "floor_line": "HBM न्यूनतम सीमा",
-    "shape_axis": "batch × tokens का आकार", "failed": "विफल",
+    "failed": "विफल",
     "seed-fa2": "{gpu} पर (Hopper; यहाँ कोई Ampere GPU नहीं चला), training shapes में FlexAttention का causal "
                 "forward और backward, SDPA के FlashAttention 2 backend की तुलना में {lo:.2f}× से {hi:.2f}× "
                 "की गति से चलता है।",

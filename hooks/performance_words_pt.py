@@ -5,13 +5,12 @@ WORDS = {
     "seconds": "Suíte, s", "shape": "Shape", "ms": "ms", "fb": "forward + backward, ms",
     "fwd": "forward, ms", "vs": "{a} vs. {b}", "variant": "Variante", "case": "Caso",
     "model": "Modelo", "batch": "Batch", "kv": "Tokens de KV", "floor": "fração do piso de HBM",
-    "tflops": "TFLOP/s", "setting": "Configuração", "of_cudnn": "fração do cuDNN", "default": "padrão",
-    "sliding": "janela deslizante de {w}, {t} tokens",
+    "tflops": "TFLOP/s", "setting": "Configuração", "of_cudnn": "fração do cuDNN", "sliding": "janela deslizante de {w}, {t} tokens",
     "documents": "{n} documentos, {t} tokens, o mais longo com {l}",
     "stale": "Este registro foi feito antes da última alteração em snippets/bench.py.",
     "intensity": "FLOPs por byte de tráfego de HBM", "roof": "limites desta GPU",
     "tokens_axis": "tokens de KV", "latency_axis": "ms por passo de decodificação", "floor_line": "piso de HBM",
-    "shape_axis": "batch × tokens", "failed": "falhou",
+    "failed": "falhou",
     "seed-fa2": "Na {gpu} (Hopper; nenhuma GPU Ampere rodou aqui), o forward e backward causal do FlexAttention "
                 "alcança de {lo:.2f}× a {hi:.2f}× a velocidade do backend FlashAttention 2 do SDPA nos shapes "
                 "de treinamento.",

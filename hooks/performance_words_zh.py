@@ -6,12 +6,11 @@ WORDS = {
     "seconds": "整套测试耗时, s", "shape": "形状", "ms": "ms", "fb": "前向 + 反向, ms",
     "fwd": "前向, ms", "vs": "{a} 相对 {b} 加速比", "variant": "变体", "case": "用例",
     "model": "模型", "batch": "批大小", "kv": "KV token 数", "floor": "HBM 下限占比",
-    "tflops": "TFLOP/s", "setting": "设置", "of_cudnn": "cuDNN 速度占比", "default": "默认",
-    "sliding": "滑动窗口 {w}，{t} 个 token", "documents": "{n} 个文档，{t} 个 token，最长 {l} 个 token",
+    "tflops": "TFLOP/s", "setting": "设置", "of_cudnn": "cuDNN 速度占比", "sliding": "滑动窗口 {w}，{t} 个 token", "documents": "{n} 个文档，{t} 个 token，最长 {l} 个 token",
     "stale": "此记录生成于 snippets/bench.py 最近一次修改之前。",
     "intensity": "每字节 HBM 流量的 FLOPs 数", "roof": "该 GPU 的性能上限",
     "tokens_axis": "KV token 数", "latency_axis": "每个解码步骤耗时, ms", "floor_line": "HBM 下限",
-    "shape_axis": "批大小 × token 数", "failed": "失败",
+    "failed": "失败",
     "seed-fa2": "在 {gpu}（Hopper；这里没有 Ampere GPU 参与运行）上，在各训练形状下，FlexAttention 的因果前向与反向传播"
                 "速度是 SDPA 的 FlashAttention 2 后端的 {lo:.2f}× 至 {hi:.2f}×。",
     "seed-fa3": "FlashAttention 3 不属于 PyTorch，未作测量。在 {gpu} 上，SDPA 的 cuDNN 后端在前向与反向传播中的速度"

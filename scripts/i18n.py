@@ -40,6 +40,12 @@ def body(path: Path) -> str:
     return split_front(path.read_text(encoding="utf-8"))[1]
 
 
+def title(lang: str, page: str) -> str:
+    """A page's H1 in lang, or in English where the translation is missing."""
+    path = DOCS / lang / page if (DOCS / lang / page).exists() else DOCS / "en" / page
+    return body(path).splitlines()[0].lstrip("# ")
+
+
 def state(lang: str, page: str) -> str:
     """missing, outdated or current."""
     path = DOCS / lang / page

@@ -8,6 +8,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def url_of(lang, page) -> str:
+    """The site path of a page ('kernels.md' or 'kernels') in a language: /kernels/, /zh/kernels/."""
+    stem = page.removesuffix(".md")
+    return ("/" if lang == "en" else f"/{lang}/") + ("" if stem == "index" else f"{stem}/")
+
+
 def section(path, name) -> str:
     """The lines between `--8<-- [start:name]` and `--8<-- [end:name]` of a snippet file."""
     text = (ROOT / path).read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.helpers import ROOT, section
+from tests.helpers import ROOT, section, url_of
 
 CHROMIUM = "/usr/bin/chromium"
 # Headless, and no background connections to Google's hosts (this test counts every request).
@@ -18,10 +18,6 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 LANGS = ("en", "zh", "pt", "hi")
 PAGES = sorted(p.stem for p in (ROOT / "docs/en").glob("*.md"))
 SCREENSHOTS = ROOT / "build" / "screenshots"
-
-
-def url_of(lang, page):
-    return ("/" if lang == "en" else f"/{lang}/") + ("" if page == "index" else f"{page}/")
 
 
 @pytest.fixture(scope="session")

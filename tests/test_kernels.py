@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,6 @@ def test_default_cache_is_under_tmp_not_home_cache(tmp_path, observe):
 
 
 def test_relocated_cache_receives_the_compiled_code_and_clear_removes_it(tmp_path):
-    cache = tmp_path / "cache"
     script = ("from snippets.kernels import warm_up; import torch; "
               "warm_up([(1, 2, 256, 64)], dtype=torch.float32, device=\"cpu\", backward=False)")
     result = sh(section("snippets/shell/kernels.sh", "relocate") + f"; python -c '{script}'",

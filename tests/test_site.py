@@ -2,12 +2,11 @@
 import re
 import sys
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, url_of
 
 LANGS = {"en": "en", "zh": "zh", "pt": "pt-BR", "hi": "hi"}
 PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
@@ -59,11 +58,6 @@ def test_recorded_outputs_are_current(records_in_use):
 
     stale = {name: records.stale(r) for name, r in records.all_records().items()}
     assert not any(stale.values()), f"stale outputs, re-record them (make record / make verify-gpu): {stale}"
-
-
-def url_of(lang, page):
-    stem = "" if page == "index.md" else page[:-3] + "/"
-    return f"/{stem}" if lang == "en" else f"/{lang}/{stem}"
 
 
 @pytest.mark.parametrize("lang", LANGS)
