@@ -38,6 +38,18 @@ WORDS = {
         "failed": "failed",
         "name_sdpa_dense_mask": "SDPA + dense mask", "name_flex_packed": "FlexAttention, packed",
         "name_sdpa_padded": "SDPA flash, padded",
+        "name_flex_enable_gqa": "FlexAttention, enable_gqa=True", "name_flex_repeat_interleave":
+        "FlexAttention, repeat_interleave", "memory": "peak memory beyond the inputs, MiB",
+        "gqa_training": "training, {b} × {t} tokens, {hq}/{hkv} heads, forward + backward",
+        "gqa_decoding": "decoding, batch {b}, {t} KV tokens, {hq}/{hkv} heads",
+        "situation": "Situation", "use": "Use", "situation_plain": "causal attention, nothing else (training)",
+        "situation_sliding": "sliding window", "situation_documents": "packed documents",
+        "situation_decoding": "decoding over a KV cache, causal only",
+        "use_sdpa": "SDPA", "use_flex": "FlexAttention + BlockMask", "use_sdpa_gqa": "SDPA, enable_gqa=True",
+        "choose_plain": "cuDNN {lo:.2f}–{hi:.2f}× as fast as FlexAttention",
+        "choose_sliding": "{x:.1f}× as fast as SDPA with a dense mask",
+        "choose_documents": "{x:.1f}× as fast as padding, {y:.1f}× as fast as a dense mask",
+        "choose_decoding": "SDPA {lo:.2f}–{hi:.2f}× as fast as FlexAttention",
         "seed-fa2": "On {gpu} (Hopper; no Ampere GPU ran here), FlexAttention's causal forward and backward "
                     "is {lo:.2f}× to {hi:.2f}× as fast as SDPA's FlashAttention 2 backend over the training shapes.",
         "seed-fa3": "FlashAttention 3 is not part of PyTorch and was not measured. On {gpu}, SDPA's cuDNN backend "
@@ -47,6 +59,9 @@ WORDS = {
                          "baseline that repeats the KV heads and masks the whole cache.",
         "seed-documents": "On {gpu}, {n} packed documents ({t} tokens, longest {l}) run forward and backward "
                           "{x:.1f}× as fast with a document mask as the same documents padded to the longest.",
+        "seed-scaling": "On {gpu}, FlexAttention decoding is {lo1:.2f}× to {hi1:.2f}× as fast as SDPA at {short} KV "
+                        "tokens and {lo2:.2f}× to {hi2:.2f}× at {long}: against SDPA the ratio does not grow with "
+                        "the context; against the 2024 gpt-fast baseline it does.",
         "best-forward": "On {gpu}, the fastest FlexAttention causal forward measured ({name}) reaches {best:.0%} of "
                         "cuDNN's speed; the default reaches {default:.0%}.",
         "best-decoding": "On {gpu}, the fastest decoding setting measured ({name}) is {best:.2f}× as fast as SDPA "
@@ -302,6 +317,50 @@ def settings(lang, records):
     return "\n".join(out)
 
 
+def gqa(lang, records):
+    """enable_gqa=True against repeat_interleave: time and the memory each call allocates."""
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows = []
+        for key, row in report.table(record, "gqa").items():
+            s = json.loads(key)
+            training = s["q_tokens"] > 1
+            case = w["gqa_training" if training else "gqa_decoding"].format(
+                b=s["batch"], t=s["q_tokens"] if training else s["kv_tokens"], hq=s["q_heads"], hkv=s["kv_heads"])
+            for variant, c in row.items():
+                ms = c.get("forward_backward_ms" if training else "forward_ms")
+                rows.append([case, name(variant, w), fmt(ms) if ms else w["failed"], fmt(c.get("peak_mib"), 4)])
+        out.append(f"**{gpu_label(record)}**\n")
+        out.append(md_table([w["case"], w["variant"], w["ms"], w["memory"]], rows))
+    return "\n".join(out)
+
+
+def choose(lang, records):
+    """What to use where, with the ratio each GPU's record measured."""
+    w = words(lang)
+    columns = {}
+    for key, record in records.items():
+        training = report.table(record, "training").values()
+        plain = [report.speedup(r, "sdpa_cudnn", "flex", "forward_backward_ms") for r in training]
+        sliding = next(iter(report.table(record, "sliding").values()))
+        documents = next(iter(report.table(record, "documents").values()))
+        decoding = [report.speedup(r, "sdpa_gqa", "flex", "forward_ms")
+                    for r in report.table(record, "decoding").values()]
+        columns[gpu_label(record)] = [
+            w["choose_plain"].format(lo=min(plain), hi=max(plain)),
+            w["choose_sliding"].format(x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
+            w["choose_documents"].format(
+                x=report.speedup(documents, "flex_packed", "sdpa_padded", "forward_backward_ms"),
+                y=report.speedup(documents, "flex_packed", "sdpa_dense_mask", "forward_backward_ms")),
+            w["choose_decoding"].format(lo=min(decoding), hi=max(decoding))]
+    situations = [("plain", "use_sdpa"), ("sliding", "use_flex"), ("documents", "use_flex"),
+                  ("decoding", "use_sdpa_gqa")]
+    rows = [[w["situation_" + s], w[u]] + [cells[i] for cells in columns.values()]
+            for i, (s, u) in enumerate(situations)]
+    return md_table([w["situation"], w["use"]] + list(columns), rows)
+
+
 def sentences(lang, records, name):
     """One sentence per GPU, its numbers computed from that GPU's record."""
     w = words(lang)
@@ -321,6 +380,14 @@ def sentences(lang, records, name):
             r = [report.speedup(row, "flex", "sdpa_gqa", "forward_ms") for row in rows]
             r2 = [report.speedup(row, "flex", "gpt_fast_2024", "forward_ms") for row in rows]
             out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r), lo2=min(r2), hi2=max(r2)))
+        elif name == "seed-scaling":
+            by_context = {}
+            for key, row in report.table(record, "decoding").items():
+                kv = json.loads(key)["kv_tokens"]
+                by_context.setdefault(kv, []).append(report.speedup(row, "flex", "sdpa_gqa", "forward_ms"))
+            short, long = min(by_context), max(by_context)
+            out.append(w[name].format(gpu=gpu, short=short, long=long, lo1=min(by_context[short]),
+                                      hi1=max(by_context[short]), lo2=min(by_context[long]), hi2=max(by_context[long])))
         elif name == "seed-documents":
             key, row = next(iter(report.table(record, "documents").items()))
             s = json.loads(key)
@@ -348,7 +415,7 @@ def sentences(lang, records, name):
 
 
 BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
-          "roofline": roofline, "settings": settings}
+          "roofline": roofline, "settings": settings, "gqa": gqa, "choose": choose}
 
 
 def render(name, lang, records):

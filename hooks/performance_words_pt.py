@@ -1,5 +1,6 @@
 """The performance page's words in Brazilian Portuguese (keys as WORDS['en'] in hooks/performance.py)."""
 
+# Unit labels keep an ASCII ", " before the unit: hooks/performance.py splits WORDS["fb"] on ",".
 WORDS = {
     "gpu": "GPU", "date": "Data", "matmul": "matmul bf16, TFLOP/s", "copy": "Cópia, GB/s",
     "seconds": "Suíte, s", "shape": "Shape", "ms": "ms", "fb": "forward + backward, ms",
@@ -22,6 +23,9 @@ WORDS = {
     "seed-documents": "Na {gpu}, com uma máscara de documentos, o forward e backward de {n} documentos empacotados "
                       "({t} tokens, o mais longo com {l}) alcança {x:.1f}× a velocidade dos mesmos documentos com "
                       "padding até o comprimento do mais longo.",
+    "seed-scaling": "Na {gpu}, a decodificação do FlexAttention é {lo1:.2f}× a {hi1:.2f}× tão rápida quanto o SDPA "
+                    "com {short} tokens de KV e {lo2:.2f}× a {hi2:.2f}× com {long}: em relação ao SDPA, a razão não "
+                    "cresce com o contexto; em relação à linha de base do gpt-fast de 2024, cresce.",
     "best-forward": "Na {gpu}, o forward causal mais rápido do FlexAttention entre os medidos ({name}) alcança "
                     "{best:.0%} da velocidade do cuDNN; o padrão alcança {default:.0%}.",
     "best-decoding": "Na {gpu}, a configuração de decodificação mais rápida entre as medidas ({name}) alcança "
@@ -30,4 +34,18 @@ WORDS = {
     "name_sdpa_dense_mask": "SDPA + máscara densa",
     "name_flex_packed": "FlexAttention, empacotado",
     "name_sdpa_padded": "SDPA flash, com padding",
+    "name_flex_enable_gqa": "FlexAttention, enable_gqa=True",
+    "name_flex_repeat_interleave": "FlexAttention, repeat_interleave",
+    "memory": "pico de memória além das entradas, MiB",
+    "gqa_training": "treinamento, {b} × {t} tokens, {hq}/{hkv} heads, forward + backward",
+    "gqa_decoding": "decodificação, batch {b}, {t} tokens de KV, {hq}/{hkv} heads",
+    "situation": "Situação", "use": "Usar",
+    "situation_plain": "só atenção causal, nada mais (treinamento)",
+    "situation_sliding": "janela deslizante", "situation_documents": "documentos empacotados",
+    "situation_decoding": "decodificação sobre um cache KV, só causal",
+    "use_sdpa": "SDPA", "use_flex": "FlexAttention + BlockMask", "use_sdpa_gqa": "SDPA, enable_gqa=True",
+    "choose_plain": "cuDNN com {lo:.2f}–{hi:.2f}× a velocidade do FlexAttention",
+    "choose_sliding": "{x:.1f}× a velocidade do SDPA com máscara densa",
+    "choose_documents": "{x:.1f}× a velocidade da versão com padding, {y:.1f}× a velocidade com máscara densa",
+    "choose_decoding": "SDPA com {lo:.2f}–{hi:.2f}× a velocidade do FlexAttention",
 }

@@ -20,6 +20,9 @@ WORDS = {
                      "{lo2:.0f}× 至 {hi2:.0f}×。",
     "seed-documents": "在 {gpu} 上，{n} 个打包文档（共 {t} 个 token，最长 {l} 个 token）使用文档掩码时，前向与反向传播"
                       "的速度是把相同文档填充到最长长度时的 {x:.1f}×。",
+    "seed-scaling": "在 {gpu} 上，FlexAttention 解码的速度在 {short} 个 KV token 时是 SDPA 的 {lo1:.2f}× 至 {hi1:.2f}×，"
+                    "在 {long} 个时是 {lo2:.2f}× 至 {hi2:.2f}×：相对 SDPA，这一比值并不随上下文增长；"
+                    "相对 2024 年的 gpt-fast 基线则会增长。",
     "best-forward": "在 {gpu} 上，实测最快的 FlexAttention 因果前向设置（{name}）达到 cuDNN 速度的 {best:.0%}；"
                     "默认设置达到 {default:.0%}。",
     "best-decoding": "在 {gpu} 上，实测最快的解码设置（{name}）速度是 SDPA 的 {best:.2f}×，达到 HBM 下限的 {floor:.0%}；"
@@ -27,4 +30,18 @@ WORDS = {
     "name_sdpa_dense_mask": "SDPA + 稠密掩码",
     "name_flex_packed": "FlexAttention，打包",
     "name_sdpa_padded": "SDPA flash，填充",
+    "name_flex_enable_gqa": "FlexAttention，enable_gqa=True",
+    "name_flex_repeat_interleave": "FlexAttention，repeat_interleave",
+    "memory": "输入之外的峰值显存, MiB",
+    "gqa_training": "训练，{b} × {t} 个 token，{hq}/{hkv} 个头，前向 + 反向",
+    "gqa_decoding": "解码，批大小 {b}，{t} 个 KV token，{hq}/{hkv} 个头",
+    "situation": "场景", "use": "选用",
+    "situation_plain": "仅因果注意力，无其他修改（训练）",
+    "situation_sliding": "滑动窗口", "situation_documents": "打包文档",
+    "situation_decoding": "基于 KV 缓存的解码，仅因果",
+    "use_sdpa": "SDPA", "use_flex": "FlexAttention + BlockMask", "use_sdpa_gqa": "SDPA，enable_gqa=True",
+    "choose_plain": "cuDNN 速度是 FlexAttention 的 {lo:.2f}–{hi:.2f}×",
+    "choose_sliding": "速度是使用稠密掩码的 SDPA 的 {x:.1f}×",
+    "choose_documents": "速度是填充做法的 {x:.1f}×，是稠密掩码的 {y:.1f}×",
+    "choose_decoding": "SDPA 速度是 FlexAttention 的 {lo:.2f}–{hi:.2f}×",
 }

@@ -220,6 +220,45 @@ def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128, settings=()
 # --8<-- [end:decoding]
 
 
+# --8<-- [start:gqa]
+def peak_mib(fn, args, backward) -> float:
+    """GPU memory one call allocates beyond its inputs, at its peak."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = fn(*args)
+    if backward:
+        out.backward(torch.ones_like(out))
+        for x in args:
+            x.grad = None
+    del out
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+
+
+def gqa_case(batch, q_tokens, kv_tokens, q_heads=32, kv_heads=8, head_dim=128):
+    """enable_gqa=True against repeat_interleave, which copies each KV head for its query heads."""
+    training = q_tokens > 1
+    q = randn(batch, q_heads, q_tokens, head_dim, grad=training)
+    k, v = (randn(batch, kv_heads, kv_tokens, head_dim, grad=training) for _ in range(2))
+    block_mask = create_block_mask(causal, None, None, q_tokens, kv_tokens) if training else \
+        create_block_mask(lambda b, h, q_idx, kv_idx: kv_idx >= 0, None, None, 1, kv_tokens)
+    groups = q_heads // kv_heads
+    variants = {
+        "flex_enable_gqa": lambda q, k, v: flex(q, k, v, block_mask=block_mask, enable_gqa=True),
+        "flex_repeat_interleave": lambda q, k, v: flex(
+            q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), block_mask=block_mask),
+    }
+    reference = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=training, enable_gqa=True)
+    with torch.set_grad_enabled(training):
+        rows = measure(variants, reference, (q, k, v), backward=training, graph=not training)
+        for variant, fn in variants.items():
+            if "failed" not in rows[variant]:
+                rows[variant]["peak_mib"] = peak_mib(fn, (q, k, v), training)
+    return rows
+# --8<-- [end:gqa]
+
+
 def ceilings(quick=False) -> dict:
     """The GPU's own limits, measured in the same run: dense bf16 matmul and device-to-device copy."""
     n = 4096 if quick else 8192
@@ -299,6 +338,9 @@ def suite(quick=False, log=print, save=lambda result: None) -> dict:
                 add("decoding", {"model": model, "q_heads": q_heads, "kv_heads": kv_heads, "head_dim": 128,
                                  "kv_tokens": kv_tokens, "batch": batch, "kv_bytes": kv_bytes},
                     rows, floor_ms=kv_bytes / bandwidth / 1e6)
+    for batch, q_tokens, kv_tokens in ((4, 4096, 4096), (8, 1, 16384)):
+        add("gqa", {"batch": batch, "q_tokens": q_tokens, "kv_tokens": kv_tokens, "q_heads": 32, "kv_heads": 8,
+                    "head_dim": 128}, gqa_case(batch, q_tokens, kv_tokens))
     if not quick:
         rows, kv_bytes = decoding_case(1, 16384, 32, 8, settings=DECODING_SETTINGS)
         add("decoding_settings", {"model": "8B", "q_heads": 32, "kv_heads": 8, "head_dim": 128,

@@ -59,6 +59,23 @@ def eager_warning() -> str:
     return messages[0].splitlines()[0] if messages else "no warning"
 
 
+def autocast_compiled() -> str:
+    """Compiled FlexAttention inside torch.autocast(bfloat16), forward and backward, on the GPU."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch.manual_seed(0)
+    # --8<-- [start:autocast]
+    q, k, v = (torch.randn(4, 8, 1024, 64, device="cuda", requires_grad=True) for _ in range(3))
+    causal = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, 1024, 1024)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = torch.compile(flex_attention)(q, k, v, block_mask=causal)
+    out.float().sum().backward()
+    # --8<-- [end:autocast]
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    error = ((out.double() - want).norm() / want.norm()).item()
+    return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {error:.1e}"
+
+
 def main(argv) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

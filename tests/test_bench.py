@@ -7,7 +7,7 @@ import pytest
 from scripts import bench_report as report
 from tests.helpers import python
 
-GROUPS = {"training", "sliding", "documents", "decoding", "decoding_settings", "forward_settings"}
+GROUPS = {"training", "sliding", "documents", "decoding", "gqa", "decoding_settings", "forward_settings"}
 
 
 def test_without_a_gpu_the_program_says_so():
@@ -78,3 +78,31 @@ def test_decoding_against_sdpa_and_gpt_fast(records):
     assert all(r > 5 for r in ratios(records, "decoding", "flex", "gpt_fast_2024", "forward_ms"))
     against_sdpa = ratios(records, "decoding", "flex", "sdpa_gqa", "forward_ms")
     assert sum(r < 1 for r in against_sdpa) > len(against_sdpa) / 2, "SDPA is faster at most shapes"
+
+
+def test_enable_gqa_against_repeat_interleave(records):
+    for name, record in records.items():
+        rows = report.table(record, "gqa")
+        assert {json.loads(k)["q_tokens"] > 1 for k in rows} == {True, False}, "training and decoding"
+        for key, row in rows.items():
+            assert row["flex_enable_gqa"]["peak_mib"] < row["flex_repeat_interleave"]["peak_mib"], name
+            if json.loads(key)["q_tokens"] > 1:  # training: within a few percent
+                ratio = report.speedup(row, "flex_enable_gqa", "flex_repeat_interleave", "forward_backward_ms")
+                assert 0.9 < ratio < 1.1, (name, ratio)
+            else:  # decoding: copying the cache dominates
+                assert report.speedup(row, "flex_enable_gqa", "flex_repeat_interleave", "forward_ms") > 5, name
+
+
+def test_decoding_ratio_does_not_grow_with_context(records):
+    for name, record in records.items():
+        by_shape = {}
+        for key, row in report.table(record, "decoding").items():
+            s = json.loads(key)
+            by_shape.setdefault((s["model"], s["batch"]), {})[s["kv_tokens"]] = row
+        for shape, rows in by_shape.items():
+            short, long = rows[min(rows)], rows[max(rows)]
+            # against SDPA: no growth beyond run-to-run noise; against the 2024 baseline: growth
+            assert report.speedup(long, "flex", "sdpa_gqa", "forward_ms") < \
+                1.1 * report.speedup(short, "flex", "sdpa_gqa", "forward_ms"), (name, shape)
+            assert report.speedup(long, "flex", "gpt_fast_2024", "forward_ms") > \
+                report.speedup(short, "flex", "gpt_fast_2024", "forward_ms"), (name, shape)

@@ -23,6 +23,13 @@ def test_eager_flex_attention_warns_that_it_is_unfused(observe):
     assert "without torch.compile" in text and "materializes the full scores matrix" in text
 
 
+@pytest.mark.gpu
+def test_autocast_with_compiled_flex_attention_runs_forward_and_backward(observe):
+    text = observe("troubleshooting.autocast", ts.autocast_compiled())
+    assert text.startswith("output torch.bfloat16, q.grad torch.float32,")
+    assert float(text.rsplit(" ", 1)[1]) < 2e-2  # bf16's own error, as on the accuracy page
+
+
 @pytest.mark.parametrize("version, string_says", [("2.5.0", True), ("2.9.1", True), ("2.10.0", False),
                                                    ("2.13.0", False), ("2.49.9", False), ("2.50.0", True)])
 def test_string_comparison_is_false_from_2_10_to_2_49(version, string_says):
