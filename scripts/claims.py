@@ -6,12 +6,10 @@
 claims/registry.yaml lists the claims; claims/<lang>.yaml hold their texts; a page marks a claim
 with <!-- claim: ID --> in the section the registry names; records/*.json hold the test outcomes.
 """
-import functools
 import re
 import sys
 from pathlib import Path
 
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -24,24 +22,14 @@ SEEDS = ("confirmed", "corrected", "not-verified")
 VERDICTS = ("failed", "stale", "passed", "skipped", "not-run")
 
 
-@functools.lru_cache(maxsize=None)
-def _parsed(path: str, mtime_ns: int):
-    """A YAML file, parsed once for each version of it (the site build asks on every page)."""
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def load_yaml(path: Path):
-    return _parsed(str(path), path.stat().st_mtime_ns)
-
-
 def registry() -> list:
     """The claims; shared, so callers read them and never change them."""
-    return load_yaml(ROOT / "claims/registry.yaml")
+    return records.parsed(ROOT / "claims/registry.yaml")
 
 
 def texts(lang: str) -> dict:
     path = ROOT / "claims" / f"{lang}.yaml"
-    return load_yaml(path) if path.exists() else {}
+    return records.parsed(path) if path.exists() else {}
 
 
 def matches(nodeid: str, test: str) -> bool:

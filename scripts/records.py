@@ -109,14 +109,25 @@ def environment(name: str) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _parsed(path: str, mtime_ns: int) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def _parsed(path: str, mtime_ns: int):
+    text = Path(path).read_text(encoding="utf-8")
+    if path.endswith(".json"):
+        return json.loads(text)
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def parsed(path: Path):
+    """A JSON or YAML file, parsed once per version (mtime) of it, as the site build asks on every
+    page; shared: read it, do not change it."""
+    return _parsed(str(path), path.stat().st_mtime_ns)
 
 
 def load(name: str) -> dict:
     """records/<name>.json, parsed once per version of the file; shared: read it, do not change it."""
     path = RECORDS / f"{name}.json"
-    record = _parsed(str(path), path.stat().st_mtime_ns) if path.exists() else {}
+    record = parsed(path) if path.exists() else {}
     return {"environment": record.get("environment", {}), "tests": record.get("tests", {}),
             "outputs": record.get("outputs", {})}
 
