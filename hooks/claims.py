@@ -14,34 +14,6 @@ from mkdocs.exceptions import PluginError
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scripts import claims, i18n, records  # noqa: E402
 
-WORDS = {
-    "en": {"passed": "verified", "stale": "not verified for the current code", "failed": "fails",
-           "pending": "to be verified on a GPU", "skipped": "skipped (needs a GPU)", "not-run": "—",
-           "claim": "Claim", "corrections": "Corrections to older guides", "by-page": "Every claim, by page",
-           "not-verified": "Statements of older guides not verified here", "said": "Older guides said",
-           "observed": "What the tests observe", "tests": "Tests",
-           "summary": "{n} claims on {p} pages, {c} of them corrections of older guides; "
-                      "recorded environments: {envs}."},
-    "zh": {"passed": "已验证", "stale": "尚未针对当前代码验证", "failed": "未通过",
-           "pending": "待在 GPU 上验证", "skipped": "已跳过（需要 GPU）", "not-run": "—",
-           "claim": "陈述", "corrections": "对旧指南的更正", "by-page": "按页面列出的全部陈述",
-           "not-verified": "此处未验证的旧指南陈述", "said": "旧指南的说法",
-           "observed": "测试实际观察到的结果", "tests": "测试",
-           "summary": "共 {n} 条陈述，分布在 {p} 个页面上，其中 {c} 条是对旧指南的更正；已记录的环境：{envs}。"},
-    "pt": {"passed": "verificado", "stale": "não verificado para o código atual", "failed": "falha",
-           "pending": "a verificar em uma GPU", "skipped": "pulado (precisa de GPU)", "not-run": "—",
-           "claim": "Afirmação", "corrections": "Correções a guias antigos", "by-page": "Todas as afirmações, por página",
-           "not-verified": "Afirmações de guias antigos não verificadas aqui", "said": "Guias antigos diziam",
-           "observed": "O que os testes observam", "tests": "Testes",
-           "summary": "{n} afirmações em {p} páginas, {c} delas correções de guias antigos; "
-                      "ambientes registrados: {envs}."},
-    "hi": {"passed": "सत्यापित", "stale": "मौजूदा कोड के लिए सत्यापित नहीं", "failed": "विफल",
-           "pending": "GPU पर सत्यापन बाकी", "skipped": "छोड़ा गया (GPU चाहिए)", "not-run": "—",
-           "claim": "दावा", "corrections": "पुरानी गाइडों में सुधार", "by-page": "सभी दावे, पेज के अनुसार",
-           "not-verified": "पुरानी गाइडों के वे कथन जो यहाँ सत्यापित नहीं हैं", "said": "पुरानी गाइडों में लिखा था",
-           "observed": "टेस्ट में क्या दिखा", "tests": "टेस्ट",
-           "summary": "{p} पेजों पर {n} दावे, जिनमें से {c} पुरानी गाइडों में सुधार हैं; दर्ज किए गए वातावरण: {envs}।"},
-}
 ICON = {"passed": "✓", "failed": "✗", "stale": "⚠", "pending": "…", "skipped": "", "not-run": ""}
 
 
@@ -57,7 +29,7 @@ def badge(cid, lang, all_records):
     claim = by_id().get(cid)
     if claim is None:
         raise PluginError(f"unknown claim {cid!r}. Fix: add it to claims/registry.yaml")
-    words = WORDS[lang]
+    words = i18n.words(lang, "claims")
     by_env = claims.verdicts(claim, all_records)
     state = claims.overall(by_env)
     title = "; ".join(f"{env_name(all_records[n]['environment'])}: {words[v]}"
@@ -82,7 +54,7 @@ def evidence_markers(claim, all_records):
 
 
 def claims_page(lang, all_records):
-    words, text = WORDS[lang], claims.texts(lang)
+    words, text = i18n.words(lang, "claims"), claims.texts(lang)
     missing = [c["id"] for c in claims.registry() if c["id"] not in text]
     if missing:
         raise PluginError(f"claims/{lang}.yaml has no text for {', '.join(missing)}. "

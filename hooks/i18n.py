@@ -10,20 +10,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scripts import i18n  # noqa: E402
 
-WORDS = {
-    "en": {"title": "", "body": "", "page": "Page",
-           "current": "✓ current", "outdated": "⚠ outdated", "missing": "✗ missing"},
-    "zh": {"title": "此译文已过时",
-           "body": "英文原文在此译文完成之后有过修改。最新内容请阅读[英文页面]({url})。",
-           "page": "页面", "current": "✓ 最新", "outdated": "⚠ 已过时", "missing": "✗ 缺失"},
-    "pt": {"title": "Tradução desatualizada",
-           "body": "A página em inglês mudou depois desta tradução. Para a versão atual, leia a "
-                   "[página em inglês]({url}).",
-           "page": "Página", "current": "✓ atualizada", "outdated": "⚠ desatualizada", "missing": "✗ ausente"},
-    "hi": {"title": "यह अनुवाद पुराना है",
-           "body": "इस अनुवाद के बाद अंग्रेज़ी पेज बदल गया है। नवीनतम जानकारी के लिए [अंग्रेज़ी पेज]({url}) पढ़ें।",
-           "page": "पेज", "current": "✓ अद्यतन", "outdated": "⚠ पुराना", "missing": "✗ अनुपलब्ध"},
-}
 NAMES = {"zh": "简体中文", "pt": "Português (Brasil)", "hi": "हिन्दी"}
 
 
@@ -34,7 +20,7 @@ def english_url(page) -> str:
 
 
 def status_table(lang) -> str:
-    words = WORDS[lang]
+    words = i18n.words(lang, "translations")
     rows = [f"| {words['page']} | " + " | ".join(NAMES[t] for t in i18n.LANGS) + " |",
             "| --- | " + " | ".join("---" for _ in i18n.LANGS) + " |"]
     for page, states in i18n.table().items():
@@ -47,7 +33,7 @@ def on_page_markdown(markdown, page, config, files):
     if "<!-- translation-status -->" in markdown:
         markdown = markdown.replace("<!-- translation-status -->", status_table(lang))
     if lang in i18n.LANGS and i18n.state(lang, name) == "outdated":
-        words = WORDS[lang]
+        words = i18n.words(lang, "translations")
         markdown = (f'!!! warning "{words["title"]}"\n    {words["body"].format(url=english_url(page))}\n\n'
                     + markdown)
     return markdown

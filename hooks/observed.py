@@ -11,29 +11,11 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts import records  # noqa: E402
+from scripts import i18n, records  # noqa: E402
 
 # `<!-- observed: ID -->`, or `<!-- observed: ID gpu -->` for an output only a GPU run records.
 MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)? -->$", re.M)
 
-TEXT = {
-    "en": {"seen": "Output of a recorded run", "stale": "Not verified for the current code",
-           "stale_body": "The code behind this output changed after the run that produced it.",
-           "pending": "To be verified on a GPU",
-           "pending_body": "No GPU run has recorded this output yet."},
-    "zh": {"seen": "实际运行记录的输出", "stale": "尚未针对当前代码验证",
-           "stale_body": "产生此输出的代码在该次运行之后已被修改。",
-           "pending": "待在 GPU 上验证",
-           "pending_body": "尚无 GPU 运行记录此输出。"},
-    "pt": {"seen": "Saída de uma execução registrada", "stale": "Não verificado para o código atual",
-           "stale_body": "O código por trás desta saída mudou depois da execução que a produziu.",
-           "pending": "A verificar em uma GPU",
-           "pending_body": "Nenhuma execução em GPU registrou esta saída ainda."},
-    "hi": {"seen": "दर्ज किए गए रन का आउटपुट", "stale": "मौजूदा कोड के लिए सत्यापित नहीं",
-           "stale_body": "इस आउटपुट के पीछे का कोड उस रन के बाद बदल गया है जिसने इसे बनाया था।",
-           "pending": "GPU पर सत्यापन बाकी",
-           "pending_body": "अभी तक किसी GPU रन ने यह आउटपुट दर्ज नहीं किया है।"},
-}
 
 
 def find(output_id, gpu=False):
@@ -57,7 +39,7 @@ def stamp(env):
 
 
 def render(output_id, lang, gpu=False):
-    words = TEXT.get(lang, TEXT["en"])
+    words = i18n.words(lang, "observed")
     found = find(output_id, gpu)
     if found is None:
         return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'

@@ -13,7 +13,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts import bench_report as report  # noqa: E402
+from scripts import bench_report as report, i18n  # noqa: E402
 
 MARKER = re.compile(r"<!-- bench: ([\w-]+) -->")
 NAMES = {"flex": "FlexAttention", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
@@ -24,50 +24,6 @@ def name(variant, w):
     """A variant's label: a kernel's name, or words of the page's language for a layout."""
     return NAMES.get(variant) or w["name_" + variant]
 
-WORDS = {
-    "en": {
-        "gpu": "GPU", "date": "Date", "matmul": "bf16 matmul, TFLOP/s", "copy": "Copy, GB/s",
-        "seconds": "Suite, s", "shape": "Shape", "ms": "ms", "fb": "forward + backward, ms",
-        "fwd": "forward, ms", "vs": "{a} vs {b}", "variant": "Variant", "case": "Case",
-        "model": "Model", "batch": "Batch", "kv": "KV tokens", "floor": "share of the HBM floor",
-        "tflops": "TFLOP/s", "setting": "Setting", "of_cudnn": "share of cuDNN",
-        "sliding": "sliding window {w}, {t} tokens", "documents": "{n} documents, {t} tokens, longest {l}",
-        "stale": "This record was made before the last change to snippets/bench.py.",
-        "intensity": "FLOPs per byte of HBM traffic", "roof": "ceilings of this GPU",
-        "tokens_axis": "KV tokens", "latency_axis": "ms per decoding step", "floor_line": "HBM floor",
-        "failed": "failed",
-        "name_sdpa_dense_mask": "SDPA + dense mask", "name_flex_packed": "FlexAttention, packed",
-        "name_sdpa_padded": "SDPA flash, padded",
-        "name_flex_enable_gqa": "FlexAttention, enable_gqa=True", "name_flex_repeat_interleave":
-        "FlexAttention, repeat_interleave", "memory": "peak memory beyond the inputs, MiB",
-        "gqa_training": "training, {b} × {t} tokens, {hq}/{hkv} heads, forward + backward",
-        "gqa_decoding": "decoding, batch {b}, {t} KV tokens, {hq}/{hkv} heads",
-        "situation": "Situation", "use": "Use", "situation_plain": "causal attention, nothing else (training)",
-        "situation_sliding": "sliding window", "situation_documents": "packed documents",
-        "situation_decoding": "decoding over a KV cache, causal only",
-        "use_sdpa": "SDPA", "use_flex": "FlexAttention + BlockMask", "use_sdpa_gqa": "SDPA, enable_gqa=True",
-        "choose_plain": "cuDNN {lo:.2f}–{hi:.2f}× as fast as FlexAttention",
-        "choose_sliding": "{x:.1f}× as fast as SDPA with a dense mask",
-        "choose_documents": "{x:.1f}× as fast as padding, {y:.1f}× as fast as a dense mask",
-        "choose_decoding": "SDPA {lo:.2f}–{hi:.2f}× as fast as FlexAttention",
-        "seed-fa2": "On {gpu} (Hopper; no Ampere GPU ran here), FlexAttention's causal forward and backward "
-                    "is {lo:.2f}× to {hi:.2f}× as fast as SDPA's FlashAttention 2 backend over the training shapes.",
-        "seed-fa3": "FlashAttention 3 is not part of PyTorch and was not measured. On {gpu}, SDPA's cuDNN backend "
-                    "is {lo:.2f}× to {hi:.2f}× as fast as FlexAttention in forward and backward.",
-        "seed-decoding": "On {gpu}, FlexAttention decoding is {lo:.2f}× to {hi:.2f}× as fast as SDPA with "
-                         "enable_gqa (below 1: slower), and {lo2:.0f}× to {hi2:.0f}× as fast as the 2024 gpt-fast "
-                         "baseline that repeats the KV heads and masks the whole cache.",
-        "seed-documents": "On {gpu}, {n} packed documents ({t} tokens, longest {l}) run forward and backward "
-                          "{x:.1f}× as fast with a document mask as the same documents padded to the longest.",
-        "seed-scaling": "On {gpu}, FlexAttention decoding is {lo1:.2f}× to {hi1:.2f}× as fast as SDPA at {short} KV "
-                        "tokens and {lo2:.2f}× to {hi2:.2f}× at {long}: against SDPA the ratio does not grow with "
-                        "the context; against the 2024 gpt-fast baseline it does.",
-        "best-forward": "On {gpu}, the fastest FlexAttention causal forward measured ({name}) reaches {best:.0%} of "
-                        "cuDNN's speed; the default reaches {default:.0%}.",
-        "best-decoding": "On {gpu}, the fastest decoding setting measured ({name}) is {best:.2f}× as fast as SDPA "
-                         "and reaches {floor:.0%} of the HBM floor; the default: {default:.2f}× and {dfloor:.0%}.",
-    },
-}
 
 
 def fmt(value, digits=3):
@@ -75,20 +31,8 @@ def fmt(value, digits=3):
 
 
 def words(lang):
-    """The page's words in lang: WORDS['en'] here, the others in hooks/performance_words_<lang>.py."""
-    import importlib.util
-
-    path = Path(__file__).with_name(f"performance_words_{lang}.py")
-    found = WORDS.get(lang)
-    if found is None and path.exists():  # loaded by path: hooks/ is not a package
-        spec = importlib.util.spec_from_file_location(f"performance_words_{lang}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        found = module.WORDS
-    if found is None or set(found) != set(WORDS["en"]):
-        raise PluginError(f"hooks/performance_words_{lang}.py lacks words for the performance page. "
-                          f"Fix: translate every key of WORDS['en'] in hooks/performance.py")
-    return found
+    """The page's words in lang: the performance part of words/<lang>.yaml."""
+    return i18n.words(lang, "performance")
 
 
 def gpu_label(record):

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SITE_SOURCES = ("mkdocs.yml", "docs", "snippets", "hooks", "overrides", "records", "claims", "scripts")
+SITE_SOURCES = ("mkdocs.yml", "docs", "snippets", "hooks", "overrides", "records", "claims", "words", "scripts")
 
 
 def build_once(site_dir) -> float:

@@ -4,10 +4,14 @@
     python scripts/i18n.py check                # structure and prose problems, one line each; exit 1 if any
     python scripts/i18n.py sync LANG [PAGE...]  # after translating: record the English source it matches
 
+The site's interface words (labels, badges, banners, the performance page's sentences) are in
+words/<lang>.yaml, one file per language with the keys and placeholders of words/en.yaml.
+
 A translated page docs/<lang>/<page> starts with front matter naming the hash of the English page
 it was translated from (`source_sha256`). When the English page changes, the translation is
 "outdated" (the site shows a banner) until it is translated again and synced.
 """
+import functools
 import hashlib
 import re
 import sys
@@ -15,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+WORDS = ROOT / "words"
 LANGS = ("zh", "pt", "hi")  # the translations of English
 FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
@@ -106,6 +111,51 @@ def problems(lang: str, page: str) -> list:
     return found
 
 
+def words(lang: str, part: str) -> dict:
+    """One part of words/<lang>.yaml: {key: text}; shared, so read it and do not change it.
+    A file that lacks a key of words/en.yaml stops the build with a one-line error."""
+    sys.path.insert(0, str(ROOT))
+    from scripts import records
+
+    path = WORDS / f"{lang}.yaml"
+    versions = tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (WORDS / "en.yaml", path))
+    found = _checked_words(lang, versions)
+    if found:
+        raise SystemExit(f"error: {found[0]}")
+    return records.parsed(path)[part]
+
+
+@functools.lru_cache(maxsize=None)
+def _checked_words(lang: str, versions: tuple) -> list:
+    return words_problems(lang) if lang != "en" else []
+
+
+PLACEHOLDER = re.compile(r"{[^{}]*}")
+
+
+def words_problems(lang: str) -> list:
+    """A words file with other parts, keys or placeholders than words/en.yaml."""
+    sys.path.insert(0, str(ROOT))
+    from scripts import records
+
+    path = WORDS / f"{lang}.yaml"
+    if not path.exists():
+        return [f"words/{lang}.yaml is missing. Fix: translate words/en.yaml into it"]
+    english, translated = records.parsed(WORDS / "en.yaml"), records.parsed(path)
+    found = []
+    for part, keys in english.items():
+        have = translated.get(part) or {}
+        found += [f"words/{lang}.yaml: {part}.{k} is missing. Fix: translate it from words/en.yaml"
+                  for k in keys if k not in have]
+        found += [f"words/{lang}.yaml: {part}.{k} is not in words/en.yaml. Fix: remove it"
+                  for k in have if k not in keys]
+        found += [f"words/{lang}.yaml: {part}.{k} has placeholders {sorted(set(PLACEHOLDER.findall(have[k])))}, "
+                  f"English has {sorted(set(PLACEHOLDER.findall(v)))}. Fix: keep English's placeholders"
+                  for k, v in keys.items() if k in have
+                  and set(PLACEHOLDER.findall(str(have[k]))) != set(PLACEHOLDER.findall(str(v)))]
+    return found
+
+
 def check() -> list:
     found = []
     for lang in LANGS:
@@ -113,6 +163,7 @@ def check() -> list:
                   for p in sorted((DOCS / lang).glob("*.md")) if p.name not in english_pages()]
         for page in english_pages():
             found += problems(lang, page)
+        found += words_problems(lang)
     return found
 
 

@@ -70,6 +70,26 @@ def test_structure_differences_are_named(docs):
     assert any("docs/hi/accuracy.md is missing" in p for p in i18n.check())
 
 
+def test_interface_words_keep_the_english_keys_and_placeholders(tmp_path, monkeypatch):
+    import yaml
+
+    shutil.copytree(ROOT / "words", tmp_path / "words")
+    monkeypatch.setattr(i18n, "WORDS", tmp_path / "words")
+    assert i18n.words_problems("pt") == []
+    path = tmp_path / "words" / "pt.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    del data["claims"]["tests"]
+    data["performance"]["seed-fa2"] = data["performance"]["seed-fa2"].replace("{hi:.2f}", "{alto:.2f}")
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    found = i18n.words_problems("pt")
+    assert any("claims.tests is missing" in p for p in found)
+    assert any("performance.seed-fa2 has placeholders" in p for p in found)
+    with pytest.raises(SystemExit, match="^error: words/pt.yaml: claims.tests is missing"):
+        i18n.words("pt", "claims")
+    (tmp_path / "words" / "hi.yaml").unlink()
+    assert i18n.words_problems("hi") == ["words/hi.yaml is missing. Fix: translate words/en.yaml into it"]
+
+
 def test_tables_and_admonitions_are_compared(docs):
     path = docs / "zh" / "troubleshooting.md"
     lines = path.read_text().splitlines(True)
