@@ -144,10 +144,16 @@ def training(lang, records):
     return "\n".join(out)
 
 
+def per_gpu(records, header, rows_of) -> str:
+    """One table per GPU under its name; rows_of(record) gives the rows."""
+    return "\n".join(f"**{gpu_label(record)}**\n\n" + md_table(header, rows_of(record))
+                     for record in records.values())
+
+
 def masks(lang, records):
     w = words(lang)
-    out = []
-    for record in records.values():
+
+    def rows_of(record):
         rows = []
         for group in ("sliding", "documents"):
             for key, row in report.table(record, group).items():
@@ -157,9 +163,8 @@ def masks(lang, records):
                 for variant, c in row.items():
                     rows.append([case, name(variant, w), fmt(c.get("forward_ms")), fmt(c.get("forward_backward_ms")),
                                  fmt(c.get("forward_backward_tflops")) if "failed" not in c else w["failed"]])
-        out.append(f"**{gpu_label(record)}**\n")
-        out.append(md_table([w["case"], w["variant"], w["fwd"], w["fb"], w["tflops"]], rows))
-    return "\n".join(out)
+        return rows
+    return per_gpu(records, [w["case"], w["variant"], w["fwd"], w["fb"], w["tflops"]], rows_of)
 
 
 @cached
@@ -264,8 +269,8 @@ def settings(lang, records):
 def gqa(lang, records):
     """enable_gqa=True against repeat_interleave: time and the memory each call allocates."""
     w = words(lang)
-    out = []
-    for record in records.values():
+
+    def rows_of(record):
         rows = []
         for key, row in report.table(record, "gqa").items():
             s = json.loads(key)
@@ -275,9 +280,8 @@ def gqa(lang, records):
             for variant, c in row.items():
                 ms = c.get("forward_backward_ms" if training else "forward_ms")
                 rows.append([case, name(variant, w), fmt(ms) if ms else w["failed"], fmt(c.get("peak_mib"), 4)])
-        out.append(f"**{gpu_label(record)}**\n")
-        out.append(md_table([w["case"], w["variant"], w["ms"], w["memory"]], rows))
-    return "\n".join(out)
+        return rows
+    return per_gpu(records, [w["case"], w["variant"], w["ms"], w["memory"]], rows_of)
 
 
 def choose(lang, records):
@@ -285,12 +289,10 @@ def choose(lang, records):
     w = words(lang)
     columns = {}
     for key, record in records.items():
-        training = report.table(record, "training").values()
-        plain = [report.speedup(r, "sdpa_cudnn", "flex", "forward_backward_ms") for r in training]
+        plain = report.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
         sliding = next(iter(report.table(record, "sliding").values()))
         documents = next(iter(report.table(record, "documents").values()))
-        decoding = [report.speedup(r, "sdpa_gqa", "flex", "forward_ms")
-                    for r in report.table(record, "decoding").values()]
+        decoding = report.ratios(record, "decoding", "sdpa_gqa", "flex", "forward_ms")
         columns[gpu_label(record)] = [
             w["choose_plain"].format(lo=min(plain), hi=max(plain)),
             w["choose_sliding"].format(x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
@@ -312,17 +314,14 @@ def sentences(lang, records, name):
     for record in records.values():
         gpu = gpu_label(record)
         if name == "seed-fa2":
-            r = [report.speedup(row, "flex", "sdpa_flash", "forward_backward_ms")
-                 for row in report.table(record, "training").values()]
+            r = report.ratios(record, "training", "flex", "sdpa_flash", "forward_backward_ms")
             out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r)))
         elif name == "seed-fa3":
-            r = [report.speedup(row, "sdpa_cudnn", "flex", "forward_backward_ms")
-                 for row in report.table(record, "training").values()]
+            r = report.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
             out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r)))
         elif name == "seed-decoding":
-            rows = report.table(record, "decoding").values()
-            r = [report.speedup(row, "flex", "sdpa_gqa", "forward_ms") for row in rows]
-            r2 = [report.speedup(row, "flex", "gpt_fast_2024", "forward_ms") for row in rows]
+            r = report.ratios(record, "decoding", "flex", "sdpa_gqa", "forward_ms")
+            r2 = report.ratios(record, "decoding", "flex", "gpt_fast_2024", "forward_ms")
             out.append(w[name].format(gpu=gpu, lo=min(r), hi=max(r), lo2=min(r2), hi2=max(r2)))
         elif name == "seed-scaling":
             by_context = {}

@@ -45,6 +45,11 @@ def speedup(row, variant, baseline, key) -> float:
     return None
 
 
+def ratios(record, group, variant, baseline, key) -> list:
+    """speedup() at every shape of a group, in the order measured."""
+    return [speedup(row, variant, baseline, key) for row in table(record, group).values()]
+
+
 def main(argv) -> int:
     if argv:
         print("error: no arguments. Fix: python scripts/bench_report.py", file=sys.stderr)

@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from scripts import records  # noqa: E402
+
 DOCS = ROOT / "docs"
 WORDS = ROOT / "words"
 LANGS = ("zh", "pt", "hi")  # the translations of English
@@ -114,9 +117,6 @@ def problems(lang: str, page: str) -> list:
 def words(lang: str, part: str) -> dict:
     """One part of words/<lang>.yaml: {key: text}; shared, so read it and do not change it.
     A file that lacks a key of words/en.yaml stops the build with a one-line error."""
-    sys.path.insert(0, str(ROOT))
-    from scripts import records
-
     path = WORDS / f"{lang}.yaml"
     versions = tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (WORDS / "en.yaml", path))
     found = _checked_words(lang, versions)
@@ -135,9 +135,6 @@ PLACEHOLDER = re.compile(r"{[^{}]*}")
 
 def words_problems(lang: str) -> list:
     """A words file with other parts, keys or placeholders than words/en.yaml."""
-    sys.path.insert(0, str(ROOT))
-    from scripts import records
-
     path = WORDS / f"{lang}.yaml"
     if not path.exists():
         return [f"words/{lang}.yaml is missing. Fix: translate words/en.yaml into it"]
