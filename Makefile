@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	$(if $(TORCH),$(PY) -m pip install $(PIP_FLAGS) "$(TORCH)")
 	$(PY) -m pip install $(PIP_FLAGS) -r requirements.txt -c constraints.txt
 	$(PY) -m pip install $(PIP_FLAGS) --no-deps -e .
-	$(PY) scripts/check_setup.py
+	$(PY) -m guide setup
 	touch $@
 
 # Debian's Chromium and the Noto fonts (Latin, CJK, Devanagari) for the browser tests;
@@ -48,20 +48,20 @@ record: setup browsers
 # run the GPU tier and record each test's outcome and outputs in records/<gpu>.json.
 GPU_PYTHON ?= python3
 verify-gpu:
-	$(GPU_PYTHON) scripts/check_setup.py --gpu
+	$(GPU_PYTHON) -m guide setup --gpu
 	$(GPU_PYTHON) -m pytest -m gpu --record auto -p no:cacheprovider
 
 # On a CUDA machine: the benchmark suite (records/bench/<gpu>.json); bench-quick: one shape per group.
 bench:
-	$(GPU_PYTHON) scripts/check_setup.py --gpu
-	$(GPU_PYTHON) -m snippets.bench
+	$(GPU_PYTHON) -m guide setup --gpu
+	$(GPU_PYTHON) -m guide bench record
 
 bench-quick:
-	$(GPU_PYTHON) scripts/check_setup.py --gpu
-	$(GPU_PYTHON) -m snippets.bench --quick
+	$(GPU_PYTHON) -m guide setup --gpu
+	$(GPU_PYTHON) -m guide bench record --quick
 
 build-bench: setup
-	$(PY) scripts/build_bench.py
+	$(PY) -m guide build-bench
 
 clean:
 	rm -rf $(VENV) site

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scripts import bench_report as report
+from guide import bench as report
 from tests.helpers import python
 
 GROUPS = {"training", "sliding", "documents", "decoding", "gqa", "decoding_settings", "forward_settings"}
@@ -54,7 +54,7 @@ def test_records_are_complete_current_and_checked(records, records_in_use):
 
 
 def test_quick_suite_fits_two_minutes():
-    quick = [json.loads(p.read_text()) for p in report.BENCH.glob("*-quick.json")]
+    quick = report.quick_records()
     assert quick and all(q["seconds"] < 120 for q in quick)
 
 

@@ -1,9 +1,10 @@
 """The claims registry: complete, consistent in every language, and verified by current records."""
+import json
 import shutil
 
 import pytest
 
-from scripts import claims, records
+from guide import claims, project, records
 from tests.helpers import ROOT
 
 
@@ -43,7 +44,7 @@ def test_gpu_claims_are_verified_on_every_recorded_gpu(records_in_use):
 def test_every_seed_statement_has_a_verdict():
     seeds = [c for c in claims.registry() if c.get("seed")]
     assert {c["seed"] for c in seeds} == set(claims.SEEDS)
-    for lang in claims.LANGS:
+    for lang in project.languages():
         said = " ".join(claims.texts(lang)[c["id"]]["said"] for c in seeds)
         # The statements the guide corrects are quoted from the older guide itself.
         assert "build_flex_attention_kernels" in said and "~/.cache/torch/kernels" in said, lang
@@ -51,10 +52,11 @@ def test_every_seed_statement_has_a_verdict():
 
 @pytest.fixture
 def copy_of_snippets(tmp_path, monkeypatch):
-    """records and claims reading a copy of snippets/, which a test may change."""
-    shutil.copytree(ROOT / "snippets", tmp_path / "snippets")
-    monkeypatch.setattr(records, "SNIPPETS", tmp_path / "snippets")
-    monkeypatch.setattr(records, "ROOT", tmp_path)
+    """The guide working on a copy of the checkout's data, whose snippets/ a test may change."""
+    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
+    monkeypatch.setattr(project, "_root", tmp_path)
     return tmp_path / "snippets"
 
 
@@ -94,16 +96,22 @@ def test_a_changed_shell_snippet_counts_too(copy_of_snippets):
     assert not records.stale(record), "another topic's change leaves this record current"
 
 
-def test_a_changed_snippet_is_flagged_on_the_page(copy_of_snippets, monkeypatch):
-    import hooks.observed as observed
+def test_a_changed_snippet_is_flagged_on_the_page(copy_of_snippets):
+    from guide.site import observed, snapshot
 
-    recorded = {"cpu": current_record()}
-    monkeypatch.setattr(records, "all_records", lambda: recorded)
-    assert "Not verified" not in observed.render("troubleshooting.cpu_backward", "en")
+    record = current_record()
+    (copy_of_snippets.parent / "records/cpu.json").write_text(json.dumps(record))
+    for other in copy_of_snippets.parent.glob("records/nvidia-*.json"):
+        other.unlink()
+    before = snapshot.load(copy_of_snippets.parent)
+    assert "Not verified" not in observed.render(before, "troubleshooting.cpu_backward", "en")
     path = copy_of_snippets / "troubleshooting.py"
     path.write_text(path.read_text() + "\n# changed\n")
-    assert "Not verified for the current code" in observed.render("troubleshooting.cpu_backward", "en")
-    assert "尚未针对当前代码验证" in observed.render("troubleshooting.cpu_backward", "zh")
+    after = snapshot.load(copy_of_snippets.parent)
+    assert after is not before, "a changed snippet makes a new snapshot"
+    assert "Not verified for the current code" in observed.render(after, "troubleshooting.cpu_backward", "en")
+    assert "尚未针对当前代码验证" in observed.render(after, "troubleshooting.cpu_backward", "zh")
+    assert snapshot.load(copy_of_snippets.parent) is after, "unchanged files: the same snapshot"
 
 
 def test_failed_skipped_and_missing_outcomes():
@@ -136,9 +144,9 @@ def test_check_names_each_problem_in_one_line(monkeypatch):
 def test_cli_check_and_status():
     from tests.helpers import python
 
-    check = python("scripts/claims.py check", cwd=ROOT)
+    check = python("-m guide claims check", cwd=ROOT)
     assert check.returncode == 0 and check.stdout.strip().endswith("0 problems"), check.stdout
-    status = python("scripts/claims.py status", cwd=ROOT)
+    status = python("-m guide claims status", cwd=ROOT)
     assert status.returncode == 0 and "cpu-forward-only" in status.stdout
-    wrong = python("scripts/claims.py frobnicate", cwd=ROOT)
+    wrong = python("-m guide claims frobnicate", cwd=ROOT)
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1

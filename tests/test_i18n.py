@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scripts import i18n
+from guide import i18n, project
 from tests.helpers import ROOT, python
 
 
@@ -15,36 +15,45 @@ def test_every_translation_keeps_the_english_structure_and_has_no_english_prose(
 
 def test_every_translation_is_current():
     outdated = {(lang, page): s for page, row in i18n.table().items() for lang, s in row.items() if s != "current"}
-    assert not outdated, f"translate these again, then `python scripts/i18n.py sync LANG PAGE`: {outdated}"
+    assert not outdated, f"translate these again, then `python -m guide i18n sync LANG PAGE`: {outdated}"
 
 
 @pytest.fixture
-def docs(tmp_path, monkeypatch):
-    """scripts/i18n.py working on a copy of docs/, which a test may change."""
-    shutil.copytree(ROOT / "docs", tmp_path / "docs")
-    monkeypatch.setattr(i18n, "DOCS", tmp_path / "docs")
-    return tmp_path / "docs"
+def checkout(tmp_path, monkeypatch):
+    """The guide working on a copy of the checkout's data, which a test may change."""
+    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
+    monkeypatch.setattr(project, "_root", tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def docs(checkout):
+    return checkout / "docs"
 
 
 def test_a_changed_english_page_makes_its_translations_outdated_until_synced(docs):
     (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
-    assert {i18n.state(lang, "kernels.md") for lang in i18n.LANGS} == {"outdated"}
+    assert {i18n.state(lang, "kernels.md") for lang in project.translations()} == {"outdated"}
     assert i18n.state("zh", "index.md") == "current"
     i18n.sync("pt", ["kernels.md"])
     assert i18n.state("pt", "kernels.md") == "current" and i18n.state("zh", "kernels.md") == "outdated"
 
 
 def test_outdated_page_shows_a_banner_in_its_language_linking_to_english(docs):
-    import hooks.i18n as hook
+    from guide.site import snapshot, translations
 
-    page = SimpleNamespace(url="zh/kernels/", file=SimpleNamespace(src_uri="zh/kernels.md"))
-    assert "!!! warning" not in hook.on_page_markdown("# x\n", page, None, None)
+    def banner(lang, url, src):
+        page = SimpleNamespace(url=url, file=SimpleNamespace(src_uri=src))
+        return translations.transform("# x\n", snapshot.load(docs.parent), lang, page, {})
+
+    assert "!!! warning" not in banner("zh", "zh/kernels/", "zh/kernels.md")
     (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
-    banner = hook.on_page_markdown("# x\n", page, None, None)
-    assert banner.startswith('!!! warning "此译文已过时"') and "](../../kernels/)" in banner
-    home = SimpleNamespace(url="hi/", file=SimpleNamespace(src_uri="hi/index.md"))
+    text = banner("zh", "zh/kernels/", "zh/kernels.md")
+    assert text.startswith('!!! warning "此译文已过时"') and "](../../kernels/)" in text
     (docs / "en/index.md").write_text((docs / "en/index.md").read_text() + "\nMore.\n")
-    assert "](../)" in hook.on_page_markdown("# x\n", home, None, None)
+    assert "](../)" in banner("hi", "hi/", "hi/index.md")
 
 
 @pytest.mark.parametrize("lang, sentence", [
@@ -70,13 +79,13 @@ def test_structure_differences_are_named(docs):
     assert any("docs/hi/accuracy.md is missing" in p for p in i18n.check())
 
 
-def test_interface_words_keep_the_english_keys_and_placeholders(tmp_path, monkeypatch):
+def test_interface_words_keep_the_english_keys_and_placeholders(checkout):
     import yaml
 
-    shutil.copytree(ROOT / "words", tmp_path / "words")
-    monkeypatch.setattr(i18n, "WORDS", tmp_path / "words")
+    from guide.project import GuideError
+
     assert i18n.words_problems("pt") == []
-    path = tmp_path / "words" / "pt.yaml"
+    path = checkout / "words" / "pt.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     del data["claims"]["tests"]
     data["performance"]["seed-fa2"] = data["performance"]["seed-fa2"].replace("{hi:.2f}", "{alto:.2f}")
@@ -84,9 +93,9 @@ def test_interface_words_keep_the_english_keys_and_placeholders(tmp_path, monkey
     found = i18n.words_problems("pt")
     assert any("claims.tests is missing" in p for p in found)
     assert any("performance.seed-fa2 has placeholders" in p for p in found)
-    with pytest.raises(SystemExit, match="^error: words/pt.yaml: claims.tests is missing"):
+    with pytest.raises(GuideError, match="^words/pt.yaml: claims.tests is missing"):
         i18n.words("pt", "claims")
-    (tmp_path / "words" / "hi.yaml").unlink()
+    (checkout / "words" / "hi.yaml").unlink()
     assert i18n.words_problems("hi") == ["words/hi.yaml is missing. Fix: translate words/en.yaml into it"]
 
 
@@ -100,10 +109,10 @@ def test_tables_and_admonitions_are_compared(docs):
 
 
 def test_cli():
-    status = python("scripts/i18n.py status", cwd=ROOT)
+    status = python("-m guide i18n status", cwd=ROOT)
     assert status.returncode == 0 and "kernels.md" in status.stdout and "current" in status.stdout
-    check = python("scripts/i18n.py check", cwd=ROOT)
+    check = python("-m guide i18n check", cwd=ROOT)
     assert check.returncode == 0 and check.stdout.strip().endswith("0 problems"), check.stdout
     for args in ("sync xx", "sync zh nowhere.md", "frobnicate"):
-        result = python(f"scripts/i18n.py {args}", cwd=ROOT)
+        result = python(f"-m guide i18n {args}", cwd=ROOT)
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error:"), args

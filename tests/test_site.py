@@ -1,6 +1,5 @@
 """The built site: strict build, every page in every language, includes and markup as promised."""
 import re
-import sys
 from html.parser import HTMLParser
 
 import pytest
@@ -40,8 +39,7 @@ def test_no_code_written_inline(path):
 
 
 def test_every_observed_output_is_produced_by_a_test():
-    sys.path.insert(0, str(ROOT))
-    from scripts import records
+    from guide import records
 
     recorded = {oid: out["test"] for r in records.all_records().values() for oid, out in r["outputs"].items()}
     tests = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py"))
@@ -53,8 +51,7 @@ def test_every_observed_output_is_produced_by_a_test():
 
 
 def test_recorded_outputs_are_current(records_in_use):
-    sys.path.insert(0, str(ROOT))
-    from scripts import records
+    from guide import records
 
     stale = {name: records.stale(r) for name, r in records.all_records().items()}
     assert not any(stale.values()), f"stale outputs, re-record them (make record / make verify-gpu): {stale}"
@@ -128,7 +125,7 @@ def test_snippet_changes_reload_serve():
 
 
 def test_every_internal_link_and_anchor_resolves(site):
-    from scripts import links
+    from guide import links
 
     problems, external = links.check(site)
     assert not problems, "\n".join(problems)
@@ -137,7 +134,7 @@ def test_every_internal_link_and_anchor_resolves(site):
 
 
 def test_link_checker_finds_a_missing_page_and_a_missing_anchor(tmp_path):
-    from scripts import links
+    from guide import links
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a/index.html").write_text('<h2 id="here">x</h2><a href="#here">ok</a><a href="../b/">b</a>'
@@ -156,8 +153,11 @@ def test_workflows_run_commands_that_exist(name):
     commands = [step["run"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "run" in step]
     for target in re.findall(r"\bmake ([\w-]+)", " ".join(commands)):
         assert re.search(rf"^{target}:", makefile, re.M), f"{name} runs `make {target}`, which the Makefile lacks"
-    for script in re.findall(r"scripts/\w+\.py", " ".join(commands)):
-        assert (ROOT / script).exists(), script
+    from guide import cli
+
+    for command in re.findall(r"-m guide ([\w-]+(?: [\w-]+)?)", " ".join(commands)):
+        args = command.split()
+        assert args[0] in cli.parser()._subparsers._group_actions[0].choices, f"{name} runs `guide {command}`"
 
 
 def test_site_workflow_deploys_only_main():

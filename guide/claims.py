@@ -1,21 +1,15 @@
 """The claims registry: every factual statement of the guide, its tests and its verdict per environment.
 
-    python scripts/claims.py check    # problems with the registry, its texts and the pages; exit 1 if any
-    python scripts/claims.py status   # each claim's verdict in each recorded environment
+    python -m guide claims check    # problems with the registry, its texts and the pages; exit 1 if any
+    python -m guide claims status   # each claim's verdict in each recorded environment
 
 claims/registry.yaml lists the claims; claims/<lang>.yaml hold their texts; a page marks a claim
 with <!-- claim: ID --> in the section the registry names; records/*.json hold the test outcomes.
 """
 import re
-import sys
-from pathlib import Path
 
+from guide import i18n, project, records
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from scripts import i18n, records  # noqa: E402
-
-LANGS = ("en", "zh", "pt", "hi")
 MARKER = re.compile(r"<!-- claim: ([\w-]+) -->")
 SEEDS = ("confirmed", "corrected", "not-verified")
 # The verdict of a claim in one environment, worst first.
@@ -24,12 +18,12 @@ VERDICTS = ("failed", "stale", "passed", "skipped", "not-run")
 
 def registry() -> list:
     """The claims; shared, so callers read them and never change them."""
-    return records.parsed(ROOT / "claims/registry.yaml")
+    return project.parsed(project.path("claims/registry.yaml"))
 
 
 def texts(lang: str) -> dict:
-    path = ROOT / "claims" / f"{lang}.yaml"
-    return records.parsed(path) if path.exists() else {}
+    path = project.path("claims", f"{lang}.yaml")
+    return project.parsed(path) if path.exists() else {}
 
 
 def matches(nodeid: str, test: str) -> bool:
@@ -80,7 +74,7 @@ def overall(by_env: dict) -> str:
 
 def sections(lang: str, page: str) -> dict:
     """Section id -> (heading text, markdown of the section) of docs/<lang>/<page>."""
-    text = i18n.body(ROOT / "docs" / lang / page)
+    text = i18n.body(i18n.docs() / lang / page)
     parts = re.split(r"^(#{2,6} .*?\{#[\w-]+\})$", text, flags=re.M)
     found = {}
     for heading, body in zip(parts[1::2], parts[2::2]):
@@ -91,7 +85,7 @@ def sections(lang: str, page: str) -> dict:
 
 def test_defined(test: str) -> bool:
     path, _, name = test.partition("::")
-    file = ROOT / path
+    file = project.path(path)
     return file.exists() and re.search(rf"^def {re.escape(name)}\(", file.read_text(encoding="utf-8"), re.M)
 
 
@@ -111,12 +105,12 @@ def check() -> list:
         for test in claim.get("tests", []):
             if not test_defined(test):
                 problems.append(f"claim {cid!r}: test {test} does not exist")
-        for lang in LANGS:
+        for lang in project.languages():
             text = texts(lang).get(cid, {})
             need = ["said", "why"] if seed == "not-verified" else ["claim"] + (["said"] if seed else [])
             problems += [f"claims/{lang}.yaml: {cid!r} has no {key!r}" for key in need if not text.get(key)]
             if claim.get("page"):
-                if not (ROOT / "docs" / lang / claim["page"]).exists():
+                if not (i18n.docs() / lang / claim["page"]).exists():
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']} is missing")
                     continue
                 section = sections(lang, claim["page"]).get(claim["section"])
@@ -125,34 +119,22 @@ def check() -> list:
                 elif f"<!-- claim: {cid} -->" not in section[1]:
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']}#{claim['section']} "
                                     f"does not mark it with <!-- claim: {cid} -->")
-    for lang in LANGS:
+    for lang in project.languages():
         problems += [f"claims/{lang}.yaml: {i!r} is not in claims/registry.yaml"
                      for i in sorted(set(texts(lang)) - set(ids))]
-        for page in sorted((ROOT / "docs" / lang).glob("*.md")):
+        for page in sorted((i18n.docs() / lang).glob("*.md")):
             problems += [f"docs/{lang}/{page.name} marks {i!r}, which is not in claims/registry.yaml"
                          for i in MARKER.findall(page.read_text(encoding="utf-8")) if i not in ids]
     return problems
 
 
-def main(argv) -> int:
-    if argv == ["check"]:
-        problems = check()
-        for p in problems:
-            print(f"error: {p}")
-        print(f"{len(registry())} claims, {len(problems)} problems")
-        return 1 if problems else 0
-    if argv == ["status"]:
-        all_records = records.all_records()
-        print(f"{'claim':24} " + " ".join(f"{name:22}" for name in all_records))
-        for claim in registry():
-            by_env = verdicts(claim, all_records)
-            if claim.get("seed") == "not-verified":
-                by_env = dict.fromkeys(by_env, "not-verified")
-            print(f"{claim['id']:24} " + " ".join(f"{by_env[name]:22}" for name in all_records))
-        return 0
-    print("error: unknown command. Fix: python scripts/claims.py check|status", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+def status() -> int:
+    """Each claim's verdict in each recorded environment."""
+    all_records = records.all_records()
+    print(f"{'claim':24} " + " ".join(f"{name:22}" for name in all_records))
+    for claim in registry():
+        by_env = verdicts(claim, all_records)
+        if claim.get("seed") == "not-verified":
+            by_env = dict.fromkeys(by_env, "not-verified")
+        print(f"{claim['id']:24} " + " ".join(f"{by_env[name]:22}" for name in all_records))
+    return 0

@@ -1,8 +1,8 @@
 """Translations: which pages are missing, outdated or current, and whether each keeps the English structure.
 
-    python scripts/i18n.py status               # a table: page x language -> current / outdated / missing
-    python scripts/i18n.py check                # structure and prose problems, one line each; exit 1 if any
-    python scripts/i18n.py sync LANG [PAGE...]  # after translating: record the English source it matches
+    python -m guide i18n status               # a table: page x language -> current / outdated / missing
+    python -m guide i18n check                # structure and prose problems, one line each; exit 1 if any
+    python -m guide i18n sync LANG [PAGE...]  # after translating: record the English source it matches
 
 The site's interface words (labels, badges, banners, the performance page's sentences) are in
 words/<lang>.yaml, one file per language with the keys and placeholders of words/en.yaml.
@@ -14,25 +14,28 @@ it was translated from (`source_sha256`). When the English page changes, the tra
 import functools
 import hashlib
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from scripts import records  # noqa: E402
+from guide import project
+from guide.project import GuideError
 
-DOCS = ROOT / "docs"
-WORDS = ROOT / "words"
-LANGS = ("zh", "pt", "hi")  # the translations of English
 FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
+def docs() -> Path:
+    return project.path("docs")
+
+
+def words_folder() -> Path:
+    return project.path("words")
+
+
 def english_pages() -> list:
-    return sorted(p.name for p in (DOCS / "en").glob("*.md"))
+    return sorted(p.name for p in (docs() / "en").glob("*.md"))
 
 
 def english_hash(page: str) -> str:
-    return hashlib.sha256((DOCS / "en" / page).read_bytes()).hexdigest()[:16]
+    return hashlib.sha256((docs() / "en" / page).read_bytes()).hexdigest()[:16]
 
 
 def split_front(text: str) -> tuple:
@@ -50,13 +53,13 @@ def body(path: Path) -> str:
 
 def title(lang: str, page: str) -> str:
     """A page's H1 in lang, or in English where the translation is missing."""
-    path = DOCS / lang / page if (DOCS / lang / page).exists() else DOCS / "en" / page
+    path = docs() / lang / page if (docs() / lang / page).exists() else docs() / "en" / page
     return body(path).splitlines()[0].lstrip("# ")
 
 
 def state(lang: str, page: str) -> str:
     """missing, outdated or current."""
-    path = DOCS / lang / page
+    path = docs() / lang / page
     if not path.exists():
         return "missing"
     meta, _ = split_front(path.read_text(encoding="utf-8"))
@@ -98,15 +101,15 @@ def english_left(text: str) -> list:
 
 
 def problems(lang: str, page: str) -> list:
-    path = DOCS / lang / page
+    path = docs() / lang / page
     if not path.exists():
         return [f"docs/{lang}/{page} is missing. Fix: translate docs/en/{page}, then "
-                f"python scripts/i18n.py sync {lang} {page}"]
+                f"python -m guide i18n sync {lang} {page}"]
     meta, text = split_front(path.read_text(encoding="utf-8"))
     found = []
     if "source_sha256" not in meta:
-        found.append(f"docs/{lang}/{page} has no source_sha256 front matter. Fix: python scripts/i18n.py sync {lang} {page}")
-    english = shape(body(DOCS / "en" / page))
+        found.append(f"docs/{lang}/{page} has no source_sha256 front matter. Fix: python -m guide i18n sync {lang} {page}")
+    english = shape(body(docs() / "en" / page))
     for part, value in shape(text).items():
         if value != english[part]:
             found.append(f"docs/{lang}/{page}: its {part} differ from docs/en/{page}")
@@ -114,19 +117,20 @@ def problems(lang: str, page: str) -> list:
     return found
 
 
-def words(lang: str, part: str) -> dict:
-    """One part of words/<lang>.yaml: {key: text}; shared, so read it and do not change it.
+def words(lang: str, part: str = None) -> dict:
+    """words/<lang>.yaml, or one part of it: {key: text}; shared, so read it and do not change it.
     A file that lacks a key of words/en.yaml stops the build with a one-line error."""
-    path = WORDS / f"{lang}.yaml"
-    versions = tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (WORDS / "en.yaml", path))
-    found = _checked_words(lang, versions)
+    path = words_folder() / f"{lang}.yaml"
+    versions = tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (words_folder() / "en.yaml", path))
+    found = _checked_words(str(words_folder()), lang, versions)
     if found:
-        raise SystemExit(f"error: {found[0]}")
-    return records.parsed(path)[part]
+        raise GuideError(found[0])
+    parsed = project.parsed(path)
+    return parsed if part is None else parsed[part]
 
 
 @functools.lru_cache(maxsize=None)
-def _checked_words(lang: str, versions: tuple) -> list:
+def _checked_words(folder: str, lang: str, versions: tuple) -> list:
     return words_problems(lang) if lang != "en" else []
 
 
@@ -135,10 +139,10 @@ PLACEHOLDER = re.compile(r"{[^{}]*}")
 
 def words_problems(lang: str) -> list:
     """A words file with other parts, keys or placeholders than words/en.yaml."""
-    path = WORDS / f"{lang}.yaml"
+    path = words_folder() / f"{lang}.yaml"
     if not path.exists():
         return [f"words/{lang}.yaml is missing. Fix: translate words/en.yaml into it"]
-    english, translated = records.parsed(WORDS / "en.yaml"), records.parsed(path)
+    english, translated = project.parsed(words_folder() / "en.yaml"), project.parsed(path)
     found = []
     for part, keys in english.items():
         have = translated.get(part) or {}
@@ -155,9 +159,9 @@ def words_problems(lang: str) -> list:
 
 def check() -> list:
     found = []
-    for lang in LANGS:
+    for lang in project.translations():
         found += [f"docs/{lang}/{p.name} has no English page docs/en/{p.name}"
-                  for p in sorted((DOCS / lang).glob("*.md")) if p.name not in english_pages()]
+                  for p in sorted((docs() / lang).glob("*.md")) if p.name not in english_pages()]
         for page in english_pages():
             found += problems(lang, page)
         found += words_problems(lang)
@@ -168,9 +172,9 @@ def sync(lang: str, pages: list) -> list:
     """Write the current English hash into each translation's front matter."""
     done = []
     for page in pages or english_pages():
-        path = DOCS / lang / page
+        path = docs() / lang / page
         if not path.exists():
-            raise SystemExit(f"error: docs/{lang}/{page} does not exist. Fix: translate docs/en/{page} first")
+            raise GuideError(f"docs/{lang}/{page} does not exist", f"translate docs/en/{page} first")
         meta, text = split_front(path.read_text(encoding="utf-8"))
         meta["source_sha256"] = english_hash(page)
         front = "".join(f"{k}: {v}\n" for k, v in meta.items())
@@ -180,38 +184,4 @@ def sync(lang: str, pages: list) -> list:
 
 
 def table() -> dict:
-    return {page: {lang: state(lang, page) for lang in LANGS} for page in english_pages()}
-
-
-def main(argv) -> int:
-    command = argv[0] if argv else ""
-    if command == "status" and len(argv) == 1:
-        rows = table()
-        print(f"{'page':24} " + " ".join(f"{lang:9}" for lang in LANGS))
-        for page, states in rows.items():
-            print(f"{page:24} " + " ".join(f"{states[lang]:9}" for lang in LANGS))
-        return 0
-    if command == "check" and len(argv) == 1:
-        found = check()
-        for problem in found:
-            print(f"error: {problem}")
-        print(f"{len(english_pages())} pages x {len(LANGS)} translations, {len(found)} problems")
-        return 1 if found else 0
-    if command == "sync" and len(argv) >= 2:
-        if argv[1] not in LANGS:
-            print(f"error: unknown language {argv[1]!r}. Fix: one of {', '.join(LANGS)}", file=sys.stderr)
-            return 2
-        unknown = [p for p in argv[2:] if p not in english_pages()]
-        if unknown:
-            print(f"error: no English page {unknown[0]!r}. Fix: one of {', '.join(english_pages())}", file=sys.stderr)
-            return 2
-        for path in sync(argv[1], argv[2:]):
-            print(f"synced {path}")
-        return 0
-    print("error: unknown command. Fix: python scripts/i18n.py status | check | sync LANG [PAGE...]",
-          file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    return {page: {lang: state(lang, page) for lang in project.translations()} for page in english_pages()}

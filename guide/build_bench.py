@@ -1,11 +1,10 @@
 """Times what an author waits for: the strict build of the whole site (all languages), and the
 `mkdocs serve` rebuild after a snippet edit, until the served page shows the edit.
 
-    python scripts/build_bench.py [--runs N]
+    python -m guide build-bench [--runs N]
 
 Prints the median of N runs of each, in seconds, after one warm-up.
 """
-import argparse
 import logging
 import os
 import shutil
@@ -18,8 +17,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SITE_SOURCES = ("mkdocs.yml", "docs", "snippets", "hooks", "overrides", "records", "claims", "words", "scripts")
+from guide import project
+SITE_SOURCES = ("mkdocs.yml", "docs", "snippets", "tests", "overrides", "records", "claims", "words")
 
 
 def build_once(site_dir) -> float:
@@ -27,7 +26,7 @@ def build_once(site_dir) -> float:
     from mkdocs.config import load_config
 
     start = time.perf_counter()
-    config = load_config(str(ROOT / "mkdocs.yml"), site_dir=site_dir, strict=True)
+    config = load_config(str(project.path("mkdocs.yml")), site_dir=site_dir, strict=True)
     build(config)
     return time.perf_counter() - start
 
@@ -44,7 +43,7 @@ def wait_for(url, text, timeout=120) -> float:
     start = time.perf_counter()
     while text not in fetch(url):
         if time.perf_counter() - start > timeout:
-            raise SystemExit(f"error: {url} did not show {text!r} within {timeout} s. Fix: run `make serve` and read its log")
+            raise project.GuideError(f"{url} did not show {text!r} within {timeout} s", "run `make serve` and read its log")
         time.sleep(0.02)
     return time.perf_counter()
 
@@ -53,7 +52,7 @@ def serve_rebuilds(runs) -> list:
     """Edit a snippet the home page includes, in a copy of the sources served by `mkdocs serve`."""
     with tempfile.TemporaryDirectory() as tmp:
         for name in SITE_SOURCES:
-            (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, Path(tmp) / name)
+            (shutil.copytree if project.path(name).is_dir() else shutil.copy)(project.path(name), Path(tmp) / name)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -78,21 +77,14 @@ def serve_rebuilds(runs) -> list:
             server.wait()
 
 
-def main(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/build_bench.py")
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args(argv)
+def main(runs: int) -> int:
     logging.disable(logging.WARNING)
     with tempfile.TemporaryDirectory() as site:
         build_once(site)  # warm-up: imports, jieba's dictionary
-        times = [build_once(site) for _ in range(args.runs)]
+        times = [build_once(site) for _ in range(runs)]
     print(f"strict build of all languages: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)")
-    times = serve_rebuilds(args.runs)
+          f"(min {min(times):.2f}, max {max(times):.2f}, {runs} runs)")
+    times = serve_rebuilds(runs)
     print(f"mkdocs serve, snippet edit until the page shows it: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)")
+          f"(min {min(times):.2f}, max {max(times):.2f}, {runs} runs)")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -1,11 +1,10 @@
 """Checks every internal link and anchor of the built site; lists the external links without fetching them.
 
-    python scripts/links.py SITE_DIR     # e.g. after `make site`: python scripts/links.py site
+    python -m guide links SITE_DIR     # e.g. after `make site`: python -m guide links site
 
 Exit 1, with one line per broken link (page, link, problem), when an internal link leads to no
 file or to an anchor the target page does not have.
 """
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
@@ -44,7 +43,9 @@ def site_url() -> str:
     """The published address (mkdocs.yml site_url): links to it are links inside the site."""
     import re
 
-    config = (Path(__file__).resolve().parent.parent / "mkdocs.yml").read_text(encoding="utf-8")
+    from guide import project
+
+    config = project.path("mkdocs.yml").read_text(encoding="utf-8")
     match = re.search(r"^site_url: *(\S+)", config, re.M)
     return match.group(1) if match else ""
 
@@ -78,18 +79,11 @@ def check(site: Path, own=None) -> tuple:
     return problems, sorted(external)
 
 
-def main(argv) -> int:
-    if len(argv) != 1 or not Path(argv[0]).is_dir():
-        print("error: give the built site's folder. Fix: make site && python scripts/links.py site", file=sys.stderr)
-        return 2
-    problems, external = check(Path(argv[0]))
+def main(site: Path) -> int:
+    problems, external = check(site)
     for link in external:
         print(f"external (not fetched): {link}")
     for problem in problems:
         print(f"error: {problem}")
     print(f"{len(problems)} broken internal links, {len(external)} external links")
     return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,3 @@
+from guide.cli import main
+
+raise SystemExit(main())

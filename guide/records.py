@@ -1,0 +1,165 @@
+"""Verification records: what a real run observed, with its environment and the hash of the code that ran.
+
+A record is records/<environment>.json with three parts:
+- "environment": the stamp of the machine (GPU, compute capability, driver, CUDA, torch, ...);
+- "tests": per test id, its outcome and the hash of the sources it ran;
+- "outputs": per output id "<topic>.<name>", the text a test observed, shown on the pages.
+
+A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and config files); when
+those sources change, its entries are stale until the next recording run.
+"""
+import copy
+import datetime
+import functools
+import hashlib
+import json
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+from guide import project
+
+
+def folder() -> Path:
+    return project.path("records")
+
+
+def sources(topic: str) -> list:
+    """The files a topic's tests and outputs run."""
+    snippets = project.path("snippets")
+    files = [snippets / f"{topic}.py", snippets / "shell" / f"{topic}.sh"]
+    if topic == "backend_config":
+        files += sorted((snippets / "configs").glob("*.json"))
+    files = [f for f in files if f.exists()]
+    return files + [snippets / "_cli.py"] if files else []
+
+
+def topic_of(key: str) -> str:
+    """'dispatch.routing' -> 'dispatch'; 'tests/test_dispatch.py::test_x' -> 'dispatch'."""
+    if "::" in key:
+        return Path(key.split("::")[0]).stem.removeprefix("test_")
+    return key.split(".", 1)[0]
+
+
+def source_hash(key: str) -> str:
+    base = project.root()
+    files = sources(topic_of(key))
+    return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files))
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(files: tuple) -> str:
+    """sha256 over the files' names and bytes; computed once per version (mtime) of the files."""
+    digest = hashlib.sha256()
+    for path, name, _ in files:
+        digest.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def gpu_name() -> str:
+    """The record name of this machine: cpu, or the GPU's name (nvidia-h100-80gb-hbm3)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name().lower()).strip("-")
+
+
+def _driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout.split("\n")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def environment(name: str) -> dict:
+    """The stamp of this machine: what a reader needs to reproduce an output."""
+    import torch
+
+    env = {
+        "name": name,
+        "date": datetime.date.today().isoformat(),
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "torch": torch.__version__,
+    }
+    try:
+        import diffusers
+
+        env["diffusers"] = diffusers.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        env.update(gpu=torch.cuda.get_device_name(), compute_capability=f"{major}.{minor}",
+                   cuda=torch.version.cuda)
+        if driver := _driver():
+            env["driver"] = driver
+        try:
+            import triton
+
+            env["triton"] = triton.__version__
+        except ImportError:
+            pass
+    else:
+        env["gpu"] = "none (CPU)"
+    return env
+
+
+def load(name: str) -> dict:
+    """records/<name>.json, parsed once per version of the file; shared: read it, do not change it."""
+    path = folder() / f"{name}.json"
+    record = project.parsed(path) if path.exists() else {}
+    if not isinstance(record, dict) or not all(isinstance(record.get(k, {}), dict)
+                                               for k in ("environment", "tests", "outputs")):
+        raise project.GuideError(f"records/{name}.json is not a verification record",
+                                 "restore it from git or record it again (make record / make verify-gpu)")
+    return {"environment": record.get("environment", {}), "tests": record.get("tests", {}),
+            "outputs": record.get("outputs", {})}
+
+
+def test_exists(nodeid: str) -> bool:
+    """Whether the test function a test id names is still defined."""
+    path = project.path(nodeid.split("::")[0])
+    name = re.split(r"[\[:]", nodeid.split("::", 1)[1])[0] if "::" in nodeid else ""
+    return path.exists() and bool(re.search(rf"^def {re.escape(name)}\(", path.read_text(encoding="utf-8"), re.M))
+
+
+def save(name: str, tests: dict, outputs: dict) -> Path:
+    """Merge this run into records/<name>.json under a fresh environment stamp; drop removed tests."""
+    record = copy.deepcopy(load(name))  # load() shares its parsed records
+    record["environment"] = environment(name)
+    for part, new in (("tests", tests), ("outputs", outputs)):
+        merged = {**record[part], **new}
+        record[part] = {k: v for k, v in sorted(merged.items())
+                        if test_exists(k if part == "tests" else v["test"])}
+    folder().mkdir(exist_ok=True)
+    path = folder() / f"{name}.json"
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def all_records() -> dict:
+    return {p.stem: load(p.stem) for p in sorted(folder().glob("*.json"))}
+
+
+def stale(record: dict) -> list:
+    """The test and output ids whose sources changed since they were recorded."""
+    return [key for part in ("tests", "outputs") for key, entry in record[part].items()
+            if entry["source_sha256"] != source_hash(key)]
+
+
+def status() -> int:
+    """Every recorded test and output, current or STALE; 1 when any is stale."""
+    bad = 0
+    for name, record in all_records().items():
+        old = set(stale(record))
+        bad += len(old)
+        for key in [*record["tests"], *record["outputs"]]:
+            print(f"{name:22} {'STALE' if key in old else 'current':8} {key}")
+    if bad:
+        print(f"{bad} stale entries: re-record them with `make record` (CPU) or `make verify-gpu` (CUDA)")
+    return 1 if bad else 0

@@ -1,0 +1,34 @@
+"""Checks the Python environment in one line: the CPU setup (no CUDA wheels on a machine without a
+GPU), or with --gpu the GPU tier (a CUDA GPU, a CUDA build of torch, and the packages its tests use)."""
+import importlib.metadata as md
+import importlib.util
+import sys
+
+from guide.project import GuideError
+
+
+def check(gpu: bool = False) -> str:
+    """A line saying what was found; GuideError naming what is wrong and its fix."""
+    try:
+        import torch
+        from torch.torch_version import TorchVersion
+    except ImportError:
+        raise GuideError("torch is not installed", "make setup TORCH=torch==2.13.0") from None
+    if TorchVersion(torch.__version__) < (2, 5):
+        raise GuideError(f"torch {torch.__version__} has no FlexAttention", "install torch 2.5 or newer")
+    if gpu:
+        if not torch.cuda.is_available():
+            raise GuideError(f"no CUDA GPU visible to torch {torch.__version__}",
+                             "run `make verify-gpu` on a CUDA machine, with GPU_PYTHON set to its CUDA Python")
+        missing = [m for m in ("pytest", "diffusers", "hypothesis", "yaml") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise GuideError(f"the GPU tier needs {', '.join(missing)}",
+                             f"{sys.executable} -m pip install "
+                             + " ".join("pyyaml" if m == "yaml" else m for m in missing) + " -c constraints.txt")
+        return f"GPU tier: {torch.cuda.get_device_name()}, torch {torch.__version__}"
+    cuda_wheels = sorted(d.metadata["Name"] for d in md.distributions()
+                         if (d.metadata["Name"] or "").lower().startswith("nvidia-"))
+    if cuda_wheels and not torch.cuda.is_available():
+        raise GuideError(f"CUDA wheels installed on a machine without a GPU ({', '.join(cuda_wheels[:3])}, ...)",
+                         "rm -rf .venv && make setup TORCH=torch==2.13.0 with the CPU build of torch")
+    return f"setup ok: torch {torch.__version__}, Python {sys.version.split()[0]}"

@@ -1,0 +1,97 @@
+"""The guide's own package: its command line, its layers, its install, and bad data in the build."""
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from mkdocs.exceptions import PluginError
+
+from guide import project
+from tests.helpers import ROOT, python
+
+
+def imports(path: Path) -> set:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_guide_layers_point_down():
+    """guide/site may import guide; the rest of guide never imports guide/site (or the tests)."""
+    for path in sorted((ROOT / "guide").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert not any(m.startswith(("guide.site", "tests")) for m in modules), path
+
+
+def test_help_and_bad_commands():
+    assert python("-m guide --help").returncode == 0
+    for args in ("frobnicate", "claims frobnicate", "i18n status extra"):
+        result = python(f"-m guide {args}", cwd=ROOT)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error:"), args
+
+
+def test_outside_a_checkout_the_command_says_where_to_run(tmp_path):
+    result = python("-m guide claims check", cwd=tmp_path, env={"GUIDE_ROOT": ""})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"error: no guide checkout at or above {tmp_path}. Fix: ")
+    assert result.stderr.count("\n") == 1
+
+
+def test_installed_without_the_checkout(tmp_path):
+    """pip install . (not editable), then the commands from a folder outside the repository."""
+    target = tmp_path / "site-packages"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                              "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr
+    assert not (target / "tests").exists() and (target / "guide" / "site" / "plugin.py").exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PYTHONPATH": str(target)}
+    for args in ("-m snippets.bench --help", "-m guide --help"):
+        result = subprocess.run([sys.executable, *args.split()], cwd=elsewhere, capture_output=True, text=True,
+                                env={**env, "PATH": "/usr/bin:/bin"}, timeout=120)
+        assert result.returncode == 0 and "usage:" in result.stdout, (args, result.stderr)
+    doctor = subprocess.run([sys.executable, "-m", "snippets", "doctor", "--json"], cwd=elsewhere,
+                            capture_output=True, text=True, env={**env, "PATH": "/usr/bin:/bin"}, timeout=300)
+    assert doctor.returncode == 0, doctor.stderr
+    assert {c["check"] for c in json.loads(doctor.stdout)["checks"]} >= {"torch", "flex_attention"}
+    where = subprocess.run([sys.executable, "-c", "import snippets, guide; print(snippets.__file__, guide.__file__)"],
+                           cwd=elsewhere, capture_output=True, text=True, env=env, timeout=60)
+    assert all(Path(f).is_relative_to(target) for f in where.stdout.split()), where.stdout
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A copy of the checkout's data, which a test may break."""
+    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
+    monkeypatch.setattr(project, "_root", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("path, text, message", [
+    ("records/cpu.json", "{ not json", "records/cpu.json is not valid"),
+    ("records/cpu.json", "[1, 2]", "records/cpu.json is not a verification record"),
+    ("records/bench/nvidia-h200.json", "{}", "records/bench/nvidia-h200.json is not a benchmark record"),
+    ("claims/registry.yaml", "- id: [unclosed", "claims/registry.yaml is not valid YAML"),
+    ("words/pt.yaml", "observed: {}\n", "words/pt.yaml: observed.seen is missing"),
+])
+def test_bad_data_stops_the_build_with_one_line(checkout, path, text, message):
+    from guide.site.plugin import GuidePlugin
+
+    (checkout / path).write_text(text, encoding="utf-8")
+    config = SimpleNamespace(config_file_path=str(checkout / "mkdocs.yml"))
+    with pytest.raises(PluginError) as error:
+        GuidePlugin().on_config(config)
+    assert message in str(error.value) and "Fix:" in str(error.value) and "\n" not in str(error.value)
