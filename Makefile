@@ -45,11 +45,12 @@ record: setup browsers
 	$(PY) -m pytest --record cpu
 
 # On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers):
-# run the GPU tier and record each test's outcome and outputs in records/<gpu>.json.
+# run the GPU tier (the GPU tests, and the other tests of claims that have one) and record each
+# test's outcome and outputs in records/<gpu>.json.
 GPU_PYTHON ?= python3
 verify-gpu:
 	$(GPU_PYTHON) -m guide setup --gpu
-	$(GPU_PYTHON) -m pytest -m gpu --record auto -p no:cacheprovider
+	$(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider
 
 # On a CUDA machine: the benchmark suite (records/bench/<gpu>.json); bench-quick: one shape per group.
 bench:

@@ -11,7 +11,11 @@ import re
 from guide import i18n, project, records
 
 MARKER = re.compile(r"<!-- claim: ([\w-]+) -->")
-SEEDS = ("confirmed", "corrected", "not-verified")
+# confirmed: the older statement holds, measured as the same quantity under comparable conditions;
+# corrected: it is false, and the claim says what is true; other-quantity: a number of the older
+# texts that was not measured as such here, the claim says what was measured instead;
+# not-verified: no machine here can check it, so no page repeats it.
+SEEDS = ("confirmed", "corrected", "other-quantity", "not-verified")
 # The verdict of a claim in one environment, worst first.
 VERDICTS = ("failed", "stale", "passed", "skipped", "not-run")
 
@@ -39,37 +43,89 @@ def by_function(tests: dict) -> dict:
     return grouped
 
 
-_GROUPED = {}  # id(record["tests"]) -> (tests, its size, grouped): records are parsed once and shared
+def outcomes(name: str, all_records: dict) -> dict:
+    """The test outcomes that count for environment `name`: its own record's, except those of tests
+    parametrized with another environment's name (checks of that GPU's benchmark record, run on any
+    machine), which count for that environment alone, wherever they ran."""
+    found = {}
+    for record_name, record in all_records.items():
+        for nodeid, entry in record["tests"].items():
+            target = records.parameter(nodeid)
+            if (target if target in all_records else record_name) == name:
+                found[nodeid] = entry
+    return found
 
 
-def verdict(claim: dict, record: dict) -> str:
-    """failed, stale (the snippet changed since), passed, skipped (e.g. needs a GPU) or not-run."""
-    tests = record["tests"]
-    cached = _GROUPED.get(id(tests))
-    if cached is None or cached[0] is not tests or cached[1] != len(tests):
-        _GROUPED[id(tests)] = cached = (tests, len(tests), by_function(tests))
-    found = [(nodeid, tests[nodeid]) for t in claim.get("tests", []) for nodeid in cached[2].get(t, [])]
-    if not found:
+def verdict(claim: dict, tests: dict) -> str:
+    """The claim's verdict from one environment's test outcomes ({test id: entry}):
+    passed only when every test the claim names ran there, passed, and is current;
+    failed when one failed; stale when one ran on other sources or test code than today's;
+    skipped (not verified here) when one was skipped or did not run; not-run when none ran."""
+    grouped = by_function(tests)
+    states = []
+    for test in claim.get("tests", []):
+        found = grouped.get(test, [])
+        if not found:
+            states.append("missing")
+        for nodeid in found:
+            entry = tests[nodeid]
+            if entry["outcome"] in ("failed", "error"):
+                states.append("failed")
+            elif entry["source_sha256"] != records.source_hash(nodeid):
+                states.append("stale")
+            else:
+                states.append("passed" if entry["outcome"] == "passed" else "skipped")
+    for word in ("failed", "stale"):
+        if word in states:
+            return word
+    if not states or set(states) == {"missing"}:
         return "not-run"
-    if any(entry["outcome"] in ("failed", "error") for _, entry in found):
-        return "failed"
-    if any(entry["source_sha256"] != records.source_hash(nodeid) for nodeid, entry in found):
-        return "stale"
-    return "passed" if any(entry["outcome"] == "passed" for _, entry in found) else "skipped"
+    return "passed" if set(states) == {"passed"} else "skipped"
 
 
 def verdicts(claim: dict, all_records=None) -> dict:
+    """{environment: verdict} for every recorded environment."""
     all_records = records.all_records() if all_records is None else all_records
-    return {name: verdict(claim, record) for name, record in all_records.items()}
+    return {name: verdict(claim, outcomes(name, all_records)) for name in all_records}
 
 
 def overall(by_env: dict) -> str:
-    """One word for a page badge: failed, stale, passed or pending (no environment ran it yet)."""
+    """One word for a page badge: failed or stale if any environment says so; passed if every test
+    passed in at least one environment; pending otherwise."""
     seen = set(by_env.values())
     for word in ("failed", "stale", "passed"):
         if word in seen:
             return word
     return "pending"
+
+
+def is_gpu(record: dict) -> bool:
+    return "compute_capability" in record["environment"]
+
+
+def gate(all_records: dict) -> tuple:
+    """(problems, due): what a CPU machine must fail on, and the GPU verifications that are due.
+
+    A problem: a claim failed anywhere; a claim is stale in a record this machine can re-record
+    (the CPU one); a claim passed nowhere and waits for no GPU run. Due: a claim whose GPU verdict
+    is stale (its sources or test code changed after the GPU run): its badge says "not verified for
+    the current code" until `make verify-gpu` runs again."""
+    problems, due = [], []
+    for claim in registry():
+        if claim.get("seed") == "not-verified":
+            continue
+        by_env = verdicts(claim, all_records)
+        gpu_stale = [n for n, v in by_env.items() if v == "stale" and is_gpu(all_records[n])]
+        if "failed" in by_env.values():
+            problems.append(f"claim {claim['id']!r} fails: {by_env}")
+        elif any(v == "stale" and not is_gpu(all_records[n]) for n, v in by_env.items()):
+            problems.append(f"claim {claim['id']!r} is stale on the CPU: {by_env}. Fix: make record")
+        elif gpu_stale:
+            due.append(f"claim {claim['id']!r}: re-run `make verify-gpu` on {', '.join(gpu_stale)}")
+        elif "passed" not in by_env.values():
+            problems.append(f"claim {claim['id']!r} is verified nowhere: {by_env}. "
+                            f"Fix: make record, or make verify-gpu on a CUDA machine")
+    return problems, due
 
 
 def sections(lang: str, page: str) -> dict:
@@ -89,6 +145,24 @@ def test_defined(test: str) -> bool:
     return file.exists() and re.search(rf"^def {re.escape(name)}\(", file.read_text(encoding="utf-8"), re.M)
 
 
+def quantity_problems(claim: dict) -> list:
+    """A seed verdict on a measurement names the quantity the older text gave and the one measured
+    here; `confirmed` needs them to be the same."""
+    cid, seed, quantity = claim["id"], claim.get("seed"), claim.get("quantity")
+    measures = any(t.startswith("tests/test_bench.py::") for t in claim.get("tests", []))
+    if seed in ("confirmed", "corrected", "other-quantity") and measures and not quantity:
+        return [f"claim {cid!r}: a seed verdict on a benchmark needs `quantity: {{said: ..., measured: ...}}`. "
+                f"Fix: name the older text's quantity and the one the tests measure"]
+    if seed == "other-quantity" and not quantity:
+        return [f"claim {cid!r}: seed other-quantity needs `quantity: {{said: ..., measured: ...}}`"]
+    if quantity and (not isinstance(quantity, dict) or not quantity.get("said") or not quantity.get("measured")):
+        return [f"claim {cid!r}: quantity needs both `said` and `measured`"]
+    if seed == "confirmed" and quantity and quantity["said"] != quantity["measured"]:
+        return [f"claim {cid!r}: seed confirmed, but the older text's quantity ({quantity['said']}) is not the one "
+                f"measured ({quantity['measured']}). Fix: seed: other-quantity, and say what was measured"]
+    return []
+
+
 def check() -> list:
     """Every problem, one line each: ids, tests, texts, seeds, markers on pages in every language."""
     problems, claims = [], registry()
@@ -98,6 +172,7 @@ def check() -> list:
         cid, seed = claim["id"], claim.get("seed")
         if seed is not None and seed not in SEEDS:
             problems.append(f"claim {cid!r}: seed {seed!r} is not one of {', '.join(SEEDS)}")
+        problems += quantity_problems(claim)
         if seed != "not-verified" and not claim.get("tests"):
             problems.append(f"claim {cid!r} has no test: name the test that fails if it becomes false")
         if seed == "not-verified" and (claim.get("tests") or claim.get("page")):
@@ -137,4 +212,9 @@ def status() -> int:
         if claim.get("seed") == "not-verified":
             by_env = dict.fromkeys(by_env, "not-verified")
         print(f"{claim['id']:24} " + " ".join(f"{by_env[name]:22}" for name in all_records))
-    return 0
+    problems, due = gate(all_records)
+    for line in problems:
+        print(f"error: {line}")
+    for line in due:
+        print(f"due: {line}")
+    return 1 if problems else 0

@@ -10,6 +10,9 @@ def pytest_addoption(parser):
     parser.addoption("--record", metavar="ENV",
                      help="write each test's outcome and the outputs tests observe to records/ENV.json "
                           "(auto: cpu or the GPU name)")
+    parser.addoption("--gpu-tier", action="store_true",
+                     help="run the GPU tests and every other test of a claim that has a GPU test, so that "
+                          "such a claim can be verified on the GPU (make verify-gpu)")
 
 
 def pytest_configure(config):
@@ -34,7 +37,7 @@ def observe(request):
         request.config._observed[output_id] = {
             "text": text,
             "test": request.node.nodeid,
-            "source_sha256": records.source_hash(output_id),
+            "source_sha256": records.source_hash(request.node.nodeid),
         }
         return text
 
@@ -68,9 +71,29 @@ def pytest_sessionfinish(session, exitstatus):
               f"in {project.relative(path)}")
 
 
+def function_of(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0]
+
+
+def gpu_tier(items) -> tuple:
+    """(kept, deselected): the GPU tests, and the other tests of every claim that has a GPU test."""
+    from guide import claims
+
+    gpu = {function_of(i.nodeid) for i in items if "gpu" in i.keywords}
+    needed = set(gpu)
+    for claim in claims.registry():
+        if gpu & set(claim.get("tests", [])):
+            needed |= set(claim["tests"])
+    kept = [i for i in items if function_of(i.nodeid) in needed]
+    return kept, [i for i in items if function_of(i.nodeid) not in needed]
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    if config.getoption("--gpu-tier"):
+        items[:], deselected = gpu_tier(items)
+        config.hook.pytest_deselected(items=deselected)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU: run `make verify-gpu` on a CUDA machine")

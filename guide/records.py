@@ -6,7 +6,8 @@ A record is records/<environment>.json with three parts:
 - "outputs": per output id "<topic>.<name>", the text a test observed, shown on the pages.
 
 A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and config files); when
-those sources change, its entries are stale until the next recording run.
+those sources or the test code (its module, conftest.py, helpers.py) change, its entries are stale
+until the next recording run.
 """
 import copy
 import datetime
@@ -26,7 +27,7 @@ def folder() -> Path:
 
 
 def sources(topic: str) -> list:
-    """The files a topic's tests and outputs run."""
+    """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured."""
     snippets = project.path("snippets")
     files = [snippets / f"{topic}.py", snippets / "shell" / f"{topic}.sh"]
     if topic == "backend_config":
@@ -42,9 +43,34 @@ def topic_of(key: str) -> str:
     return key.split(".", 1)[0]
 
 
+def parameter(nodeid: str) -> str:
+    """'tests/test_bench.py::test_x[nvidia-h200]' -> 'nvidia-h200'; '' for a test without parameters."""
+    return nodeid.split("[", 1)[1].rstrip("]") if "[" in nodeid else ""
+
+
+def test_sources(nodeid: str) -> list:
+    """The files a test's outcome depends on beyond the snippets: its module, the conftest and
+    helpers it uses, and the benchmark record it reads when it is parametrized with one."""
+    tests = project.path("tests")
+    module = project.path(nodeid.split("::")[0])
+    files = [module, tests / "conftest.py"]
+    if module.exists() and _uses_helpers(str(module), module.stat().st_mtime_ns):
+        files.append(tests / "helpers.py")
+    bench = project.path("records", "bench", f"{parameter(nodeid)}.json")
+    if parameter(nodeid) and bench.exists():
+        files.append(bench)
+    return [f for f in files if f.exists()]
+
+
+@functools.lru_cache(maxsize=None)
+def _uses_helpers(module: str, mtime_ns: int) -> bool:
+    return "tests.helpers" in Path(module).read_text(encoding="utf-8")
+
+
 def source_hash(key: str) -> str:
+    """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench')."""
+    files = sources(topic_of(key)) + (test_sources(key) if "::" in key else [])
     base = project.root()
-    files = sources(topic_of(key))
     return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files))
 
 
@@ -129,11 +155,15 @@ def test_exists(nodeid: str) -> bool:
 
 
 def save(name: str, tests: dict, outputs: dict) -> Path:
-    """Merge this run into records/<name>.json under a fresh environment stamp; drop removed tests."""
+    """Merge this run into records/<name>.json under a fresh environment stamp: a test function that
+    ran replaces every recorded case of it (and the outputs they observed); removed tests go."""
     record = copy.deepcopy(load(name))  # load() shares its parsed records
     record["environment"] = environment(name)
+    ran = {nodeid.split("[", 1)[0] for nodeid in tests}  # a function that ran replaces all its cases
     for part, new in (("tests", tests), ("outputs", outputs)):
-        merged = {**record[part], **new}
+        kept = {k: v for k, v in record[part].items()
+                if (k if part == "tests" else v["test"]).split("[", 1)[0] not in ran}
+        merged = {**kept, **new}
         record[part] = {k: v for k, v in sorted(merged.items())
                         if test_exists(k if part == "tests" else v["test"])}
     folder().mkdir(exist_ok=True)
@@ -147,9 +177,10 @@ def all_records() -> dict:
 
 
 def stale(record: dict) -> list:
-    """The test and output ids whose sources changed since they were recorded."""
+    """The test and output ids whose sources (snippets and test code) changed since they were recorded;
+    an output is as current as the test that observed it."""
     return [key for part in ("tests", "outputs") for key, entry in record[part].items()
-            if entry["source_sha256"] != source_hash(key)]
+            if entry["source_sha256"] != source_hash(key if part == "tests" else entry["test"])]
 
 
 def status() -> int:

@@ -7,7 +7,6 @@ Method: CUDA-event timing with triton.testing.do_bench (median; CUDA-graph repla
 after a warm-up; compilation and BlockMask creation happen before the timed region; fresh random
 inputs per case; each variant's output is checked against a reference before it is timed.
 """
-import datetime
 import json
 import sys
 import time
@@ -44,11 +43,9 @@ def document_causal(document_ids):
 # --8<-- [end:masks]
 
 
-# --8<-- [start:compiled]
 # One compiled function for every case; each new shape or mask compiles once, before timing.
 torch._dynamo.config.cache_size_limit = 1000
 flex = torch.compile(flex_attention, dynamic=False)
-# --8<-- [end:compiled]
 
 
 def timed(fn, graph=False) -> float:
@@ -142,7 +139,6 @@ def sliding_window_case(window=1024, tokens=TOKENS, head_dim=128):
                    flops=4 * HEADS * pairs * head_dim)
 
 
-# --8<-- [start:documents]
 def document_lengths(total=TOKENS, shortest=128, longest=8192, seed=0):
     """Document lengths drawn log-uniformly, as text corpora mix many short and few long documents."""
     generator = torch.Generator().manual_seed(seed)
@@ -160,7 +156,6 @@ def packed_documents(lengths, head_dim=128):
                                            torch.tensor(lengths, device="cuda"))
     block_mask = create_block_mask(document_causal(document_ids), None, None, sum(lengths), sum(lengths))
     return document_ids, block_mask
-# --8<-- [end:documents]
 
 
 def documents_case(head_dim=128):
@@ -192,7 +187,6 @@ def documents_case(head_dim=128):
     return rows, {"documents": len(lengths), "longest": longest, "tokens": total}
 
 
-# --8<-- [start:decoding]
 def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128, settings=()):
     """One new query token per sequence against a full KV cache of kv_tokens."""
     q = randn(batch, q_heads, 1, head_dim)
@@ -217,7 +211,6 @@ def decoding_case(batch, kv_tokens, q_heads, kv_heads, head_dim=128, settings=()
         rows = measure(variants, variants["sdpa_gqa"], (q, k, v), backward=False, graph=True)
     kv_bytes = 2 * batch * kv_heads * kv_tokens * head_dim * q.element_size()
     return rows, kv_bytes
-# --8<-- [end:decoding]
 
 
 # --8<-- [start:gqa]
@@ -354,26 +347,21 @@ def suite(quick=False, log=print, save=lambda result: None) -> dict:
 
 
 def main(argv) -> int:
-    parser = ArgumentParser(prog="python -m snippets.bench")
+    parser = ArgumentParser(prog="python -m snippets.bench",
+                            description="Runs the benchmark suite and prints each result; "
+                                        "`make bench` records it for the performance page.")
     parser.add_argument("--quick", action="store_true", help="one shape per group (under 2 minutes)")
-    parser.add_argument("--out", help="write the record here (default: records/bench/<gpu>.json)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results to FILE as JSON")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise UsageError("no CUDA GPU", "run the benchmarks on a machine with an NVIDIA GPU (make bench)")
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from scripts import records
-
-    name = records.gpu_name()
-    out = Path(args.out) if args.out else records.RECORDS / "bench" / f"{name}{'-quick' if args.quick else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stamp = {"environment": records.environment(name), "source_sha256": records.source_hash("bench"),
-             "date": datetime.date.today().isoformat()}
 
     def save(result):
-        out.write_text(json.dumps({**stamp, **result}, indent=1) + "\n", encoding="utf-8")
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
     result = suite(args.quick, save=save)
-    print(f"recorded {len(result['cases'])} results in {out} ({result['seconds']:.0f} s)")
+    print(f"{len(result['cases'])} results in {result['seconds']:.0f} s")
     return 0
 
 

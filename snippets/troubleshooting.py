@@ -23,12 +23,21 @@ def missing_helper() -> str:
 
 
 def string_version_check() -> str:
-    """Comparing version strings: '2.13.0' >= '2.5.0' is False."""
+    """torch.__version__ compares as a version; the same text as a plain str does not."""
     # --8<-- [start:string_version]
-    wrong = "2.13.0" >= "2.5.0"  # compares characters: '1' < '5'
-    right = torch.torch_version.TorchVersion("2.13.0") >= "2.5.0"
+    import importlib.metadata
+
+    from torch.torch_version import TorchVersion
+
+    installed = torch.__version__  # a TorchVersion: compares as a version
+    plain = importlib.metadata.version("torch")  # the same text, as a plain str
+    lines = [
+        f"torch.__version__ = {installed!r} ({type(installed).__name__}) >= '2.5.0': {installed >= '2.5.0'}",
+        f"plain str {plain!r} >= '2.5.0': {plain >= '2.5.0'}",
+        f"TorchVersion({plain!r}) >= '2.5.0': {TorchVersion(plain) >= '2.5.0'}",
+    ]
     # --8<-- [end:string_version]
-    return f"string comparison: {wrong}, TorchVersion comparison: {right}"
+    return "\n".join(lines)
 
 
 def cpu_backward() -> str:

@@ -31,8 +31,9 @@ def test_forward_and_backward_match_sdpa_in_every_dtype(observe):
 def test_tf32_precision_error_measured(observe):
     errors = accuracy.tf32_errors()
     assert errors["highest"] < 1e-5
-    assert errors["high"] > 10 * errors["highest"], "TF32 ('high') rounds the matmuls: a larger error"
-    assert errors["high"] < 1e-2, "...but nowhere near the 11% some guides quote"
+    # The metric: relative error of the whole output, ||out - ref|| / ||ref||, against float64 SDPA.
+    assert errors["high"] > 100 * errors["highest"], "TF32 ('high'): orders of magnitude larger"
+    assert errors["high"] < 5e-3, "...and still far below 1%"
     observe("accuracy.tf32", "\n".join(f"float32 matmul precision {p!r}: relative error vs float64 SDPA {e:.1e}"
                                        for p, e in errors.items()))
 

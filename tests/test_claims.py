@@ -14,31 +14,32 @@ def test_registry_texts_and_pages_agree():
 
 
 def test_every_claim_is_verified_and_current(records_in_use):
-    """The gate: no claim fails or is stale anywhere, and every tested claim passed somewhere."""
-    all_records = records.all_records()
-    bad = {}
-    for claim in claims.registry():
-        if claim.get("seed") == "not-verified":
-            continue
-        by_env = claims.verdicts(claim, all_records)
-        if claims.overall(by_env) != "passed" or {"failed", "stale"} & set(by_env.values()):
-            bad[claim["id"]] = by_env
-    assert not bad, f"claims without a current passing record (make record / make verify-gpu): {bad}"
-    recorded = {nodeid for r in all_records.values() for nodeid, e in r["tests"].items() if e["outcome"] == "passed"}
-    unrecorded = sorted(t for c in claims.registry() for t in c.get("tests", [])
-                        if not any(claims.matches(nodeid, t) for nodeid in recorded))
-    assert not unrecorded, f"tests of claims that no record shows passing: {unrecorded}"
+    """The gate: no claim fails anywhere or is stale on the CPU, and every claim passed somewhere
+    or waits for a GPU run (its badge then says so); the GPU runs that are due are reported."""
+    import warnings
+
+    problems, due = claims.gate(records.all_records())
+    assert not problems, "\n".join(problems)
+    if due:
+        warnings.warn(f"{len(due)} claims are not verified for the current code on a GPU: " + "; ".join(due))
 
 
-def test_gpu_claims_are_verified_on_every_recorded_gpu(records_in_use):
-    all_records = records.all_records()
-    gpus = [name for name, r in all_records.items() if "compute_capability" in r["environment"]]
-    assert gpus, "no GPU record: run `make verify-gpu` on a CUDA machine"
-    for claim in claims.registry():
-        gpu_tests = [nodeid for r in all_records.values() for nodeid, e in r["tests"].items()
-                     if e["gpu"] and any(claims.matches(nodeid, t) for t in claim.get("tests", []))]
-        if gpu_tests:
-            assert all(claims.verdict(claim, all_records[g]) == "passed" for g in gpus), claim["id"]
+def test_the_gate_fails_on_failures_and_cpu_staleness_and_reports_gpu_runs_due(monkeypatch):
+    A = "tests/test_doctor.py::test_doctor_on_this_machine"
+    good = {"outcome": "passed", "gpu": False, "source_sha256": records.source_hash(A)}
+    old = {**good, "source_sha256": "0" * 16}
+    monkeypatch.setattr(claims, "registry", lambda: [{"id": "x", "tests": [A]}])
+
+    def run(cpu, gpu):
+        return claims.gate({"cpu": {"environment": {}, "tests": cpu, "outputs": {}},
+                            "h100": {"environment": {"compute_capability": "9.0"}, "tests": gpu, "outputs": {}}})
+
+    assert run({A: good}, {A: good}) == ([], [])
+    assert run({}, {A: old}) == ([], ["claim 'x': re-run `make verify-gpu` on h100"])
+    assert run({A: old}, {A: good})[0] == ["claim 'x' is stale on the CPU: {'cpu': 'stale', 'h100': 'passed'}. Fix: make record"]
+    assert run({A: good}, {A: {**good, "outcome": "failed"}})[0][0].startswith("claim 'x' fails")
+    assert run({}, {})[0][0].startswith("claim 'x' is verified nowhere")
+    assert run({A: {**good, "outcome": "skipped"}}, {})[0][0].startswith("claim 'x' is verified nowhere")
 
 
 def test_every_seed_statement_has_a_verdict():
@@ -69,19 +70,19 @@ def current_record():
             "tests": {TEST: {"outcome": "passed", "gpu": False, "source_sha256": records.source_hash(TEST)}},
             "outputs": {"troubleshooting.cpu_backward": {
                 "text": "NotImplementedError: ...", "test": TEST,
-                "source_sha256": records.source_hash("troubleshooting.cpu_backward")}}}
+                "source_sha256": records.source_hash(TEST)}}}
 
 
 def test_a_changed_snippet_makes_its_entries_and_claims_stale(copy_of_snippets):
     record = current_record()
     claim = {"id": "cpu-forward-only", "tests": [TEST]}
-    assert not records.stale(record) and claims.verdict(claim, record) == "passed"
+    assert not records.stale(record) and claims.verdict(claim, record["tests"]) == "passed"
 
     path = copy_of_snippets / "troubleshooting.py"
     path.write_text(path.read_text() + "\n# changed\n")
 
     assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
-    assert claims.verdict(claim, record) == "stale"
+    assert claims.verdict(claim, record["tests"]) == "stale"
     assert claims.overall({"cpu": "stale", "nvidia-h100": "passed"}) == "stale"
 
 
@@ -114,17 +115,90 @@ def test_a_changed_snippet_is_flagged_on_the_page(copy_of_snippets):
     assert snapshot.load(copy_of_snippets.parent) is after, "unchanged files: the same snapshot"
 
 
+def entry(nodeid, outcome="passed"):
+    """A fabricated record entry for a test, current for today's sources."""
+    return {"outcome": outcome, "gpu": False, "source_sha256": records.source_hash(nodeid)}
+
+
+A = "tests/test_doctor.py::test_doctor_on_this_machine"
+B = "tests/test_doctor.py::test_lang_gives_the_fix_and_link_in_that_language"
+
+
 def test_failed_skipped_and_missing_outcomes():
-    claim = {"id": "x", "tests": ["tests/test_doctor.py::test_doctor_json"]}
-    entry = {"outcome": "passed", "gpu": False,
-             "source_sha256": records.source_hash("tests/test_doctor.py::test_doctor_json")}
-    record = {"tests": {"tests/test_doctor.py::test_doctor_json": entry}}
-    assert claims.verdict(claim, record) == "passed"
-    assert claims.verdict(claim, {"tests": {}}) == "not-run"
+    claim = {"id": "x", "tests": [A]}
+    assert claims.verdict(claim, {A: entry(A)}) == "passed"
+    assert claims.verdict(claim, {}) == "not-run"
     for outcome, verdict in (("failed", "failed"), ("error", "failed"), ("skipped", "skipped")):
-        record["tests"]["tests/test_doctor.py::test_doctor_json"] = {**entry, "outcome": outcome}
-        assert claims.verdict(claim, record) == verdict
+        assert claims.verdict(claim, {A: entry(A, outcome)}) == verdict
     assert claims.overall({"cpu": "skipped"}) == "pending"
+
+
+def test_verified_only_when_every_test_passed_there():
+    """Rule 1: one skipped, missing, failed or stale test of a claim makes it not verified there."""
+    claim = {"id": "x", "tests": [A, B]}
+    assert claims.verdict(claim, {A: entry(A), B: entry(B)}) == "passed"
+    assert claims.verdict(claim, {A: entry(A)}) == "skipped", "B did not run"
+    assert claims.verdict(claim, {A: entry(A), B: entry(B, "skipped")}) == "skipped"
+    assert claims.verdict(claim, {A: entry(A), B: entry(B, "failed")}) == "failed"
+    assert claims.verdict(claim, {A: entry(A), B: {**entry(B), "source_sha256": "0" * 16}}) == "stale"
+    cases = {f"{A}[1]": entry(A), f"{A}[2]": entry(A, "skipped"), B: entry(B)}
+    assert claims.verdict(claim, cases) == "skipped", "every parametrized case counts"
+    both = {"cpu": {"environment": {}, "tests": {A: entry(A)}, "outputs": {}},
+            "gpu": {"environment": {}, "tests": {B: entry(B)}, "outputs": {}}}
+    assert claims.verdicts(claim, both) == {"cpu": "skipped", "gpu": "skipped"}
+    assert claims.overall(claims.verdicts(claim, both)) == "pending", "not verified in one place"
+
+
+def test_editing_the_test_code_makes_its_outcomes_stale(copy_of_snippets):
+    """Rule 2: the recorded hash covers the test module, conftest.py and the helpers it imports."""
+    root = copy_of_snippets.parent
+    record = current_record()
+    assert not records.stale(record)
+    helpers = root / "tests/helpers.py"
+    helpers.write_text(helpers.read_text() + "\n# changed\n")
+    assert "tests.helpers" not in (root / "tests/test_troubleshooting.py").read_text()
+    assert not records.stale(record), "a helper the module does not import changes nothing"
+    module = root / "tests/test_troubleshooting.py"
+    module.write_text(module.read_text() + "\n# changed\n")
+    assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
+    assert claims.verdict({"id": "x", "tests": [TEST]}, record["tests"]) == "stale"
+    record = current_record()
+    conftest = root / "tests/conftest.py"
+    conftest.write_text(conftest.read_text() + "\n# changed\n")
+    assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
+
+
+def test_a_check_of_a_gpu_benchmark_record_counts_for_that_gpu_only(copy_of_snippets):
+    """Rule 3: a test parametrized with a GPU record's name is a verdict for that GPU, not for the
+    CPU machine it ran on; and it is stale when that benchmark record changes."""
+    root = copy_of_snippets.parent
+    gpu = sorted(p.stem for p in (root / "records/bench").glob("*.json") if not p.stem.endswith("-quick"))[0]
+    check = "tests/test_bench.py::test_training_flex_is_between_flash_and_cudnn"
+    all_records = {"cpu": {"environment": {}, "tests": {f"{check}[{gpu}]": entry(f"{check}[{gpu}]")}, "outputs": {}},
+                   gpu: {"environment": {"compute_capability": "9.0"}, "tests": {}, "outputs": {}}}
+    claim = {"id": "perf-training", "tests": [check]}
+    assert claims.verdicts(claim, all_records) == {"cpu": "not-run", gpu: "passed"}
+    bench = root / "records/bench" / f"{gpu}.json"
+    bench.write_text(bench.read_text() + "\n")
+    assert claims.verdicts(claim, all_records) == {"cpu": "not-run", gpu: "stale"}
+
+
+def test_confirmed_needs_the_same_quantity(monkeypatch):
+    """Rule 4: a seed verdict on a benchmark names both quantities; confirmed needs them equal."""
+    bench_test = "tests/test_bench.py::test_block_masks_beat_dense_masks_and_padding"
+    same = {"id": "a", "seed": "confirmed", "tests": [bench_test],
+            "quantity": {"said": "attention time", "measured": "attention time"}}
+    other = {**same, "id": "b", "quantity": {"said": "end-to-end throughput", "measured": "attention time"}}
+    bare = {"id": "c", "seed": "confirmed", "tests": [bench_test]}
+    assert claims.quantity_problems(same) == []
+    assert claims.quantity_problems(other) == [
+        "claim 'b': seed confirmed, but the older text's quantity (end-to-end throughput) is not the one measured "
+        "(attention time). Fix: seed: other-quantity, and say what was measured"]
+    assert claims.quantity_problems({**other, "seed": "other-quantity"}) == []
+    assert "needs `quantity" in claims.quantity_problems(bare)[0]
+    registry = claims.registry()
+    monkeypatch.setattr(claims, "registry", lambda: [*registry, other])
+    assert any(p.startswith("claim 'b': seed confirmed, but") for p in claims.check())
 
 
 def test_check_names_each_problem_in_one_line(monkeypatch):
@@ -134,14 +208,14 @@ def test_check_names_each_problem_in_one_line(monkeypatch):
     monkeypatch.setattr(claims, "registry", lambda: broken)
     problems = claims.check()
     assert f"claim {registry[0]['id']!r} is listed twice" in problems
-    assert "claim 'new-claim': seed 'maybe' is not one of confirmed, corrected, not-verified" in problems
+    assert "claim 'new-claim': seed 'maybe' is not one of confirmed, corrected, other-quantity, not-verified" in problems
     assert "claim 'new-claim': test tests/test_doctor.py::test_missing does not exist" in problems
     assert "claim 'new-claim': docs/zh/index.md has no section #nowhere" in problems
     assert "claims/pt.yaml: 'new-claim' has no 'claim'" in problems
     assert all("\n" not in p for p in problems)
 
 
-def test_cli_check_and_status():
+def test_cli_check_and_status(records_in_use):
     from tests.helpers import python
 
     check = python("-m guide claims check", cwd=ROOT)

@@ -22,6 +22,24 @@ def test_block_mask_default_block_size_and_reuse():
     assert (row.full_kv_num_blocks.item(), row.kv_num_blocks.item()) == (2, 1)
 
 
+def test_building_evaluates_the_mask_mod_and_a_step_only_slices(monkeypatch):
+    """Building calls the mask_mod (over the whole cache); slicing a step's row calls it not at all."""
+    calls = []
+    original = decoding.causal
+
+    def counting(b, h, q_idx, kv_idx):
+        calls.append(1)
+        return original(b, h, q_idx, kv_idx)
+
+    monkeypatch.setattr(decoding, "causal", counting)
+    block_mask = decoding.cache_mask("cpu")
+    assert calls, "create_block_mask evaluates the mask_mod"
+    assert block_mask.kv_num_blocks.shape[-1] == decoding.MAX_TOKENS // 128, "one row of blocks per query block"
+    calls.clear()
+    decoding.step_mask(block_mask, torch.tensor([300]))
+    assert not calls, "a step slices the mask built once"
+
+
 def test_sliced_mask_matches_the_dense_causal_row():
     torch.manual_seed(0)
     block_mask = decoding.cache_mask("cpu")
@@ -51,7 +69,9 @@ def test_decoding_loop_on_the_cpu_matches_the_whole_sequence(observe):
 
 def test_compiling_the_decoding_step_fails_on_the_cpu(observe):
     # The page says so; when PyTorch fixes it, this fails and the page changes.
-    with pytest.raises(Exception) as failure:
+    from torch._inductor.exc import InductorError
+
+    with pytest.raises(InductorError, match="LoweringException: ValueError: not enough values to unpack") as failure:
         decoding.check_generation("cpu", compiled=True)
     first = str(failure.value).strip().splitlines()[0]
     observe("decoding.cpu_compile", f"{type(failure.value).__name__}: {first}")

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from snippets import dispatch
 
@@ -15,11 +16,19 @@ def test_flux_routes_through_the_flex_backend_and_the_sd_unet_does_not(observe):
                                 f"UNet2DConditionModel:   {unet} flex_attention calls per forward pass")
 
 
-def test_set_attention_backend_gives_the_same_output_as_native():
+def test_set_attention_backend_gives_the_same_output_as_native(monkeypatch):
+    """use_flex routes every attention call of the model through torch's flex_attention (counted),
+    and the output matches the native backend's (SDPA), the oracle."""
+    import diffusers.models.attention_dispatch as ad
+
     model, inputs = dispatch.tiny_flux()
     with torch.no_grad():
         native = model(**inputs)[0]
+    calls, original = [], ad.flex_attention.flex_attention
+    monkeypatch.setattr(ad.flex_attention, "flex_attention", lambda *a, **k: calls.append(1) or original(*a, **k))
+    with torch.no_grad():
         flex = dispatch.use_flex(model)(**inputs)[0]
+    assert len(calls) == 2, "one double-stream and one single-stream block, each through flex_attention"
     assert dispatch.relative_error(flex, native) < 1e-5
 
 
@@ -40,7 +49,11 @@ def test_float32_runs_through_the_flex_backend(observe):
 
 def test_is_causal_is_ignored_without_a_mask(observe):
     error = dispatch.backend_vs_reference(is_causal=True)
-    assert error > 0.5  # the output is full attention, not causal attention
+    assert error > 0.5  # not causal attention...
+    q, k, v = dispatch.qkv()
+    out = dispatch.dispatch_attention_fn(q, k, v, is_causal=True, backend="flex")
+    full = F.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v))).transpose(1, 2)
+    assert dispatch.relative_error(out, full) < 1e-5  # ...but full attention, computed by SDPA itself
     observe("dispatch.is_causal", f"is_causal=True: relative error vs causal SDPA {error:.2f}")
 
 
@@ -57,12 +70,61 @@ def test_four_d_boolean_mask_is_applied(observe):
     observe("dispatch.full_mask", f"4-D boolean mask: relative error {error:.1e}")
 
 
-def test_mask_and_is_causal_together_are_refused_when_checks_are_on(monkeypatch):
-    from diffusers.models import attention_dispatch as ad
+def test_mask_and_is_causal_together_are_refused_when_checks_are_on():
+    """With the switch a reader sets, DIFFUSERS_ATTN_CHECKS=1, in a fresh process (Diffusers reads it
+    on import); with it off, the same call runs."""
+    import shlex
 
-    monkeypatch.setattr(ad._AttentionBackendRegistry, "_checks_enabled", True)
-    with pytest.raises(ValueError, match="`is_causal` cannot be True when `attn_mask` is not None"):
-        dispatch.backend_vs_reference(is_causal=True, attn_mask=dispatch.key_padding_mask())
+    from tests.helpers import python
+
+    call = ("from snippets import dispatch; "
+            "dispatch.backend_vs_reference(is_causal=True, attn_mask=dispatch.key_padding_mask())")
+    on = python("-c", shlex.quote(call), env={"DIFFUSERS_ATTN_CHECKS": "1"})
+    assert on.returncode == 1
+    assert on.stderr.strip().splitlines()[-1] == "ValueError: `is_causal` cannot be True when `attn_mask` is not None."
+    off = python("-c", shlex.quote(call), env={"DIFFUSERS_ATTN_CHECKS": "0"})
+    assert off.returncode == 0, off.stderr
+
+
+def test_four_d_boolean_mask_that_differs_per_head_under_torch_compile():
+    """Eager: each head gets its own mask, as in SDPA. Compiled: Diffusers builds the BlockMask from
+    head 0 (H=None), so head 1's causal mask is lost and it gets full attention."""
+    q, k, v = dispatch.qkv()  # (batch 2, 256 tokens, 2 heads, 32)
+    mask = torch.ones(2, 2, 256, 256, dtype=torch.bool)
+    mask[:, 1] = torch.ones(256, 256, dtype=torch.bool).tril()  # head 0: full, head 1: causal
+    want, full = dispatch.sdpa(q, k, v, mask), dispatch.sdpa(q, k, v)
+    eager = dispatch.dispatch_attention_fn(q, k, v, attn_mask=mask, backend="flex")
+    assert dispatch.relative_error(eager, want) < 1e-5
+    torch._dynamo.reset()
+    attend = torch.compile(lambda q, k, v, m: dispatch.dispatch_attention_fn(q, k, v, attn_mask=m, backend="flex"))
+    out = attend(q, k, v, mask)
+    assert dispatch.relative_error(out[:, :, 0], want[:, :, 0]) < 1e-5, "head 0's own mask"
+    assert dispatch.relative_error(out[:, :, 1], want[:, :, 1]) > 0.5, "head 1 is not causal..."
+    assert dispatch.relative_error(out[:, :, 1], full[:, :, 1]) < 1e-5, "...but full attention, as head 0"
+
+
+def test_dtype_and_cuda_errors_come_from_flash_and_sage_not_from_flex():
+    """With the reader's switch DIFFUSERS_ATTN_CHECKS=1, in a fresh process: the messages are raised
+    by the flash and sage backends' input checks; flex raises neither for float32 on the CPU."""
+    import shlex
+
+    from tests.helpers import sh
+
+    script = ("import torch\n"
+              "from diffusers.models.attention_dispatch import dispatch_attention_fn\n"
+              "q = torch.randn(1, 16, 2, 32)\n"
+              "for backend in ('flex', 'flash', 'sage'):\n"
+              "    try:\n"
+              "        dispatch_attention_fn(q, q, q, backend=backend)\n"
+              "        print(backend, 'ok')\n"
+              "    except ValueError as e:\n"
+              "        print(backend, f'ValueError: {e}')\n")
+    result = sh("export DIFFUSERS_ATTN_CHECKS=1; python -W ignore -c " + shlex.quote(script))
+    assert result.returncode == 0, result.stderr
+    said = dict(line.split(" ", 1) for line in result.stdout.strip().splitlines())
+    assert said == {"flex": "ok",
+                    "flash": "ValueError: Query, key, and value must be either bfloat16 or float16.",
+                    "sage": "ValueError: Query, key, and value must be on a CUDA device."}
 
 
 def test_float_mask_is_added_to_the_scores():
@@ -89,14 +151,30 @@ def test_flex_backend_checks_neither_dtype_nor_cuda():
     assert ad._check_qkv_dtype_bf16_or_fp16 in constraints[ad.AttentionBackendName.FLASH]
 
 
-def test_torch_older_than_2_5_is_refused(monkeypatch, observe):
+def test_torch_older_than_2_5_is_refused(observe):
+    """Diffusers' own version test decides, in a fresh process that reports PyTorch 2.4.1."""
+    import shlex
+
     from diffusers.models import attention_dispatch as ad
 
+    from tests.helpers import python
+
     assert ad._REQUIRED_FLEX_VERSION == "2.5.0"
-    monkeypatch.setattr(ad, "_CAN_USE_FLEX_ATTN", False)
-    with pytest.raises(RuntimeError) as error:
-        ad._check_attention_backend_requirements(ad.AttentionBackendName.FLEX)
-    observe("dispatch.old_torch", f"RuntimeError: {error.value}")
+    script = ("import diffusers.utils.import_utils as iu\n"
+              "iu._torch_version = '2.4.1'\n"
+              "iu.is_torch_version.cache_clear()\n"
+              "import diffusers.models.attention_dispatch as ad\n"
+              "try:\n"
+              "    ad._check_attention_backend_requirements(ad.AttentionBackendName.FLEX)\n"
+              "    print('accepted')\n"
+              "except RuntimeError as e:\n"
+              "    print(f'RuntimeError: {e}')\n")
+    result = python("-W ignore -c " + shlex.quote(script))
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.strip().splitlines()[-1]
+    assert said.startswith("RuntimeError: Flex Attention backend 'flex' is not usable because of missing "
+                           "package or the version is too old."), said
+    observe("dispatch.old_torch", said)
 
 
 @pytest.mark.gpu

@@ -25,6 +25,18 @@ def imports(path: Path) -> set:
     return found
 
 
+def test_page_code_never_imports_the_guide():
+    for path in sorted((ROOT / "snippets").rglob("*.py")):
+        assert not imports(path) & {"guide", "scripts", "tests"}, path
+
+
+def test_no_sys_path_edits():
+    edit = "sys." + "path"
+    offenders = [p for folder in ("guide", "snippets", "tests") for p in sorted((ROOT / folder).rglob("*.py"))
+                 if edit in p.read_text(encoding="utf-8")]
+    assert not offenders, offenders
+
+
 def test_guide_layers_point_down():
     """guide/site may import guide; the rest of guide never imports guide/site (or the tests)."""
     for path in sorted((ROOT / "guide").glob("*.py")):
@@ -49,9 +61,12 @@ def test_outside_a_checkout_the_command_says_where_to_run(tmp_path):
 
 def test_installed_without_the_checkout(tmp_path):
     """pip install . (not editable), then the commands from a folder outside the repository."""
-    target = tmp_path / "site-packages"
+    target, source = tmp_path / "site-packages", tmp_path / "source"
+    for name in ("pyproject.toml", "snippets", "guide"):  # a copy: pip builds in the source folder
+        source.mkdir(exist_ok=True)
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, source / name)
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                              "--target", str(target), str(ROOT)], capture_output=True, text=True, timeout=300)
+                              "--target", str(target), str(source)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     assert not (target / "tests").exists() and (target / "guide" / "site" / "plugin.py").exists()
     elsewhere = tmp_path / "elsewhere"
@@ -95,3 +110,14 @@ def test_bad_data_stops_the_build_with_one_line(checkout, path, text, message):
     with pytest.raises(PluginError) as error:
         GuidePlugin().on_config(config)
     assert message in str(error.value) and "Fix:" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_recording_run_replaces_every_case_of_the_functions_it_ran(checkout):
+    from guide import records
+
+    old, other = "tests/test_bench.py::test_there_are_benchmark_records", "tests/test_doctor.py::test_doctor_on_this_machine"
+    entry = {"outcome": "passed", "gpu": False, "source_sha256": "0"}
+    (checkout / "records/x.json").write_text(json.dumps({"environment": {}, "tests": {old: entry, other: entry},
+                                                         "outputs": {}}))
+    records.save("x", {f"{old}[a]": entry}, {})
+    assert set(records.load("x")["tests"]) == {f"{old}[a]", other}

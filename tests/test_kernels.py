@@ -13,14 +13,42 @@ def test_cache_locations_follow_the_environment(tmp_path):
 
 
 def test_default_cache_is_under_tmp_not_home_cache(tmp_path, observe):
-    script = "import json; from snippets.kernels import cache_locations as c; print(json.dumps(c()))"
+    """Compile for real with no cache variable set: the code lands in <temp dir>/torchinductor_<user>,
+    and nothing is written under the home directory (~/.cache/torch/kernels or anywhere else)."""
+    import getpass
+
+    home, temp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    temp.mkdir()
+    script = ("import json, torch; from snippets.kernels import cache_locations, warm_up; "
+              "warm_up([(1, 2, 256, 64)], dtype=torch.float32, device=\"cpu\", backward=False); "
+              "print(json.dumps(cache_locations()))")
     result = sh(f"unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR; python -c '{script}'",
-                env={"HOME": str(tmp_path)})
-    where = json.loads(result.stdout)
-    assert where["inductor"].startswith("/tmp/torchinductor_")
-    assert not (tmp_path / ".cache/torch/kernels").exists()
+                env={"HOME": str(home), "TMPDIR": str(temp)})
+    assert result.returncode == 0, result.stderr
+    where = json.loads(result.stdout.splitlines()[-1])
+    default = temp / f"torchinductor_{getpass.getuser()}"
+    assert where["inductor"] == str(default)
+    assert kernels.cache_files(default), "the compiled code is in the default cache"
+    assert not list(home.rglob("*")), "nothing under the home directory"
     observe("kernels.where", sh("unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR; "
                                 + section("snippets/shell/kernels.sh", "where")).stdout.strip())
+
+
+def test_a_second_process_loads_the_compiled_code_from_the_cache(tmp_path):
+    """Inductor's FX-graph cache counters: the first process misses and compiles, a second process
+    with the same shapes and cache directory hits and compiles nothing."""
+    script = ("import json, torch; from torch._dynamo.utils import counters; from snippets.kernels import warm_up; "
+              "warm_up([(1, 2, 256, 64)], dtype=torch.float32, device=\"cpu\", backward=False); "
+              "print(json.dumps(dict(counters[\"inductor\"])))")
+    runs = []
+    for _ in range(2):
+        result = sh(f"unset TRITON_CACHE_DIR; python -c '{script}'", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout.splitlines()[-1]))
+    first, second = runs
+    assert first.get("fxgraph_cache_miss", 0) >= 1 and first.get("fxgraph_cache_hit", 0) == 0, first
+    assert second.get("fxgraph_cache_hit", 0) >= 1 and second.get("fxgraph_cache_miss", 0) == 0, second
 
 
 def test_relocated_cache_receives_the_compiled_code_and_clear_removes_it(tmp_path):
@@ -38,14 +66,34 @@ def test_relocated_cache_receives_the_compiled_code_and_clear_removes_it(tmp_pat
 
 @pytest.mark.gpu
 def test_warm_up_compiles_once_and_second_call_is_fast(tmp_path, observe):
+    import re
+
     # A fresh, empty cache; the parent test process may have exported its own TRITON_CACHE_DIR.
     result = sh("unset TRITON_CACHE_DIR; " + section("snippets/shell/kernels.sh", "warm_up"),
                 env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     observe("kernels.warm_up", result.stdout.strip())
+    first, second = re.search(r"first call ([\d.]+) s, second call ([\d.]+) ms", result.stdout).groups()
+    assert float(first) >= 1.0, "the first call compiles: seconds"
+    assert float(second) < 100, "the second call reuses the kernels: milliseconds"
     files = kernels.cache_files(tmp_path)
     observe("kernels.cache_files", json.dumps(files))
     assert ".cubin" in files
+
+
+@pytest.mark.gpu
+def test_warm_up_compiles_once_per_shape():
+    """Counted by torch._dynamo: the second warm-up of the same shape compiles nothing new."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    kernels.warm_up([(1, 2, 512, 64)])
+    compiled = counters["frames"]["ok"]
+    assert compiled >= 1
+    kernels.warm_up([(1, 2, 512, 64)])
+    assert counters["frames"]["ok"] == compiled
 
 
 @pytest.mark.gpu

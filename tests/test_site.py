@@ -51,10 +51,18 @@ def test_every_observed_output_is_produced_by_a_test():
 
 
 def test_recorded_outputs_are_current(records_in_use):
-    from guide import records
+    """The CPU record must be current (make record); stale GPU entries are reported: the pages say
+    that their outputs are not verified for the current code until make verify-gpu runs again."""
+    import warnings
 
-    stale = {name: records.stale(r) for name, r in records.all_records().items()}
-    assert not any(stale.values()), f"stale outputs, re-record them (make record / make verify-gpu): {stale}"
+    from guide import claims, records
+
+    all_records = records.all_records()
+    stale = {name: records.stale(r) for name, r in all_records.items() if not claims.is_gpu(r)}
+    assert not any(stale.values()), f"stale entries, re-record them with `make record`: {stale}"
+    due = {name: len(records.stale(r)) for name, r in all_records.items() if claims.is_gpu(r)}
+    if any(due.values()):
+        warnings.warn(f"stale GPU entries, to re-record with `make verify-gpu`: {due}")
 
 
 @pytest.mark.parametrize("lang", LANGS)
