@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers serve test site record verify-gpu bench bench-quick build-bench clean
+.PHONY: setup browsers serve test site record verify-gpu bench bench-quick build-bench clean mutate
 
 setup: $(VENV)/.installed
 
@@ -66,3 +66,26 @@ build-bench: setup
 
 clean:
 	rm -rf $(VENV) site
+
+# Mutation testing with cosmic-ray, not part of `make test`: each module in MUTATE is mutated in place,
+# one mutant at a time, and checked by tests/test_<module>.py alone (configs: mutation/<module>.toml).
+# `make mutate MUTATE=masks MUTATE_SAMPLE=0.5` runs one module on a seeded half of its mutants.
+# Sessions and reports: build/mutation/. A run killed midway can leave a mutant: git checkout -- snippets
+MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch
+MUTATE_SAMPLE ?= 1
+COSMIC_RAY ?= cosmic-ray==8.7.0
+mutate: setup
+	$(PY) -m pip install $(PIP_FLAGS) "$(COSMIC_RAY)"
+	@mkdir -p build/mutation
+	@set -e; for m in $(MUTATE); do \
+	  db=build/mutation/$$m.sqlite; \
+	  $(VENV)/bin/cosmic-ray init mutation/$$m.toml $$db --force; \
+	  $(VENV)/bin/cr-filter-operators $$db mutation/$$m.toml; \
+	  if grep -q '^\[cosmic-ray.filters.line-filter' mutation/$$m.toml; then \
+	    $(VENV)/bin/cr-filter-lines --config mutation/$$m.toml $$db; fi; \
+	  $(PY) -m guide.mutate $$db $(MUTATE_SAMPLE); \
+	  start=$$(date +%s); \
+	  $(VENV)/bin/cosmic-ray exec mutation/$$m.toml $$db; \
+	  $(VENV)/bin/cr-report --surviving-only --show-diff $$db > build/mutation/$$m.txt; \
+	  echo "$$m: $$(tail -3 build/mutation/$$m.txt | tr '\n' ' ') in $$(( $$(date +%s) - start )) s"; \
+	done

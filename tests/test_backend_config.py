@@ -112,3 +112,22 @@ def test_any_file_content_gets_exit_0_or_a_one_line_error(data):
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             code = run(bc.main, ["check", str(path)])
     assert (code, err.getvalue()) == (0, "") or (code == 2 and err.getvalue().count("\n") == 1)
+
+
+def test_conflict_error_names_both_keys():
+    with pytest.raises(UsageError, match=r"both 'attention_mechanism' and '--attention_mechanism' are set, "
+                                         r"to different values"):
+        bc.mechanism({"attention_mechanism": "flex", "--attention_mechanism": "xformers"})
+
+
+def test_list_command_prints_each_mechanism_and_its_diffusers_backend():
+    result = python("-m snippets.backend_config list")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows == [[name, bc.DIFFUSERS_BACKENDS.get(name, "-")] for name in bc.MECHANISMS]
+
+
+def test_no_command_gets_one_line_and_exit_2():
+    result = python("-m snippets.backend_config")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "required: command" in result.stderr

@@ -219,3 +219,25 @@ def test_flux_routes_through_the_flex_backend_and_the_sd_unet_does_not_on_gpu():
                                                            for k, v in inputs.items()})
               for model, inputs in models]
     assert counts == [2, 0]
+
+
+def test_masks_behave_on_the_cpu_as_the_page_says_they_do_on_the_gpu():
+    errors = dispatch.mask_behaviour("cpu", torch.float32)
+    ignored = {"is_causal=True", "2-D boolean (batch, tokens)"}
+    assert set(errors) == ignored | {"no mask", "4-D boolean", "4-D float", "causal BlockMask"}
+    for mask, error in errors.items():
+        assert (error > 0.1) if mask in ignored else (error < 1e-5), (mask, error)
+
+
+def test_program_reports_routing_and_masks_in_float32_on_the_cpu():
+    from tests.helpers import python
+
+    result = python("-W ignore -m snippets.dispatch")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1:3] == ["FluxTransformer2DModel: 2 flex_attention calls per forward",
+                          "UNet2DConditionModel: 0 flex_attention calls per forward"]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = "bfloat16" if device == "cuda" else "float32"
+    assert lines[3] == f"{device}, {dtype}: relative error of `flex` vs SDPA given the same arguments"
+    assert len(lines) == 10

@@ -88,3 +88,79 @@ def test_doctor_on_a_gpu(observe):
     assert all(status[c] == "ok" for c in ("torch", "cuda", "triton", "flex_attention", "compile_cache")), status
     assert "compiled flex_attention ran on the GPU" in result.stdout
     observe("doctor.report_gpu", result.stdout.strip())
+
+
+def test_doctor_statuses_on_a_cpu_machine():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU report; test_doctor_on_a_gpu checks the GPU one")
+    report = json.loads(python("-m snippets doctor --json").stdout)
+    assert {c["check"]: c["status"] for c in report["checks"]} == {
+        "torch": "ok", "cuda": "warn", "triton": "ok", "flex_attention": "ok",
+        "compile_cache": "ok", "diffusers": "ok", "float32_precision": "ok"}
+    messages = {c["check"]: c["message"] for c in report["checks"]}
+    assert messages["triton"] == "Triton not needed on CPU (the CPU kernels are C++)"
+    assert messages["float32_precision"] == "float32 matmul precision is 'highest'"
+
+
+@pytest.mark.parametrize("version, status", [("2.4.1", "fail"), ("2.5.0", "ok"), ("2.13.0", "ok")])
+def test_torch_older_than_2_5_fails(monkeypatch, version, status):
+    import torch
+
+    from snippets import doctor
+
+    monkeypatch.setattr(torch, "__version__", version)
+    got = doctor.check_torch()
+    assert got[0] == status and got[2] == ("torch_old" if status == "fail" else "")
+
+
+@pytest.mark.parametrize("precision, status", [("highest", "ok"), ("high", "warn"), ("medium", "warn")])
+def test_precision_below_highest_warns_about_tf32(monkeypatch, precision, status):
+    import torch
+
+    from snippets import doctor
+
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: precision)
+    got = doctor.check_precision()
+    assert got[0] == status and got[2] == ("tf32" if status == "warn" else "")
+
+
+def test_fix_links_are_the_site_urls_of_their_sections():
+    from snippets import doctor
+    from tests.helpers import url_of
+
+    for target, _ in doctor.FIXES.values():
+        page, anchor = target.split("#")
+        for lang in doctor.LANGS:
+            assert doctor.link(target, lang) == doctor.GUIDE.rstrip("/") + url_of(lang, page) + "#" + anchor
+
+
+def test_a_check_that_raises_fails_with_the_first_line_of_its_error(monkeypatch):
+    from snippets import doctor
+
+    def broken():
+        raise RuntimeError("first line\nsecond line")
+
+    monkeypatch.setitem(doctor.CHECKS, "diffusers", broken)
+    result = {r["check"]: r for r in doctor.diagnose()}["diffusers"]
+    assert (result["status"], result["message"]) == ("fail", "RuntimeError: first line")
+    assert result["fix"] == doctor.fix_text("broken", "en")
+
+
+def test_text_report_shows_a_fix_after_a_message_only_where_there_is_one(capsys):
+    from snippets import doctor
+
+    assert doctor.main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    results = doctor.diagnose()
+    assert len(lines) == len(results)
+    for line, r in zip(lines, results):
+        assert line.split()[:2] == [r["status"], r["check"]]
+        assert line.endswith(f"{r['message']} -> {r['fix']}" if r["fix"] else r["message"]), line
+
+
+def test_doctor_also_runs_as_its_own_module():
+    result = python("-m snippets.doctor --json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["usable"] is True

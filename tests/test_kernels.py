@@ -120,3 +120,36 @@ def test_importing_flex_attention_compiles_nothing(tmp_path):
                 env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
     assert result.returncode == 0, result.stderr
     assert not kernels.cache_files(cache), "nothing is compiled or cached on import"
+
+
+def test_warm_up_compiles_for_the_causal_mask():
+    import torch
+
+    from snippets import masks
+
+    assert torch.equal(masks.dense(kernels.causal, 8), torch.ones(8, 8, dtype=torch.bool).tril())
+
+
+def test_cache_files_counts_the_files_under_a_folder_by_suffix(tmp_path):
+    for name in ["a.py", "b.py", "c.cubin", "sub/d.py", "sub/LOCK"]:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).touch()
+    assert list(kernels.cache_files(tmp_path).items()) == [(".cubin", 1), (".py", 3), ("LOCK", 1)]
+
+
+def test_warm_up_runs_the_backward_pass_by_default(monkeypatch):
+    import torch
+
+    calls = []
+
+    class Output:
+        def sum(self):
+            return self
+
+        def backward(self):
+            calls.append("backward")
+
+    monkeypatch.setattr(kernels, "create_block_mask", lambda *args, **kwargs: None)
+    monkeypatch.setattr(kernels, "compiled", lambda q, k, v, block_mask: Output())
+    kernels.warm_up([(1, 1, 128, 16)], dtype=torch.float32, device="cpu")
+    assert calls == ["backward"]

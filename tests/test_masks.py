@@ -58,3 +58,20 @@ def test_program_prints_every_mask():
     result = python("-W ignore -m snippets.masks")
     assert result.returncode == 0, result.stderr
     assert all(f"{name}:" in result.stdout for name in masks.examples())
+
+
+def test_same_document_alone_lets_each_token_see_its_whole_document_only():
+    ids = torch.tensor([0, 0, 1, 1, 1, 2, 2, 2])
+    assert torch.equal(masks.dense(masks.same_document(ids), 8), ids[:, None] == ids[None, :])
+
+
+@pytest.mark.parametrize("tokens", [256, 4096])
+def test_example_documents_are_a_quarter_a_half_and_a_quarter_of_the_tokens(tokens):
+    ids = masks.example_documents(tokens)
+    assert ids.tolist() == [0] * (tokens // 4) + [1] * (tokens // 2) + [2] * (tokens // 4)
+
+
+def test_the_examples_window_and_prefix_are_a_quarter_of_the_tokens():
+    examples = masks.examples(16)
+    assert torch.equal(masks.dense(examples["causal_window"], 16), masks.dense(masks.causal_window(4), 16))
+    assert torch.equal(masks.dense(examples["prefix_lm"], 16), masks.dense(masks.prefix_lm(4), 16))

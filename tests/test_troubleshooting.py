@@ -59,3 +59,11 @@ def test_plain_strings_misorder_from_2_10_to_2_49_and_torch_version_does_not(ver
     assert truth
     assert (version >= "2.5.0") is not ((2, 10, 0) <= numbers(version) < (2, 50, 0))
     assert (TorchVersion(version) >= "2.5.0") is truth
+
+
+def test_program_prints_the_three_errors_a_cpu_gives():
+    from tests.helpers import python
+
+    result = python("-m snippets.troubleshooting")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "\n".join([ts.missing_helper(), ts.string_version_check(), ts.cpu_backward()]) + "\n"
