@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers serve test site record verify-gpu bench bench-quick build-bench clean mutate
+.PHONY: setup browsers upstream serve test site record verify-gpu bench bench-quick build-bench clean mutate
 
 setup: $(VENV)/.installed
 
@@ -31,17 +31,24 @@ browsers:
 	    exit 1; \
 	  fi; }
 
+# SimpleTuner's released wheel, the oracle of the configuration tests (read, never installed).
+SIMPLETUNER_WHEEL := build/upstream/simpletuner-4.10.1-py3-none-any.whl
+upstream: $(SIMPLETUNER_WHEEL)
+$(SIMPLETUNER_WHEEL):
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
+	  --dest build/upstream simpletuner==4.10.1
+
 serve: setup
 	$(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 site: setup
 	$(PY) -m mkdocs build --strict -d site
 
-test: setup browsers
+test: setup browsers upstream
 	$(PY) -m pytest
 
 # Re-record the outputs the pages show from CPU runs (records/cpu.json).
-record: setup browsers
+record: setup browsers upstream
 	$(PY) -m pytest --record cpu
 
 # On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers):

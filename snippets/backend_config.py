@@ -10,22 +10,31 @@ from pathlib import Path
 from snippets._cli import ArgumentParser, UsageError, run
 
 # --8<-- [start:mechanisms]
-# The values SimpleTuner's --attention_mechanism accepts (argparse choices, exact spelling).
+# The values SimpleTuner 4.10.1's --attention_mechanism accepts (argparse choices, exact spelling).
 MECHANISMS = (
     "diffusers", "xformers", "sla", "sageattention",
     "sageattention-int8-fp16-triton", "sageattention-int8-fp16-cuda", "sageattention-int8-fp8-cuda",
-    "flash-attn", "flash-attn-2", "flash-attn-3", "flash-attn-3-varlen",
-    "flex", "cudnn", "native-efficient", "native-flash", "native-math", "native-npu", "native-xla",
+    "flash-attn", "flash-attn-hub", "flash-attn-2", "flash-attn-varlen-hub",
+    "flash-attn-3", "flash-attn-3-hub", "flash-attn-3-varlen", "flash-attn-3-varlen-hub", "flash-attn-4-hub",
+    "flex", "kohaku-fa", "kohaku-fa-auto",
+    "metal-flash-attention", "metal-flash-attention-int8", "metal-flash-attention-int4",
+    "native", "cudnn", "native-efficient", "native-flash", "native-math", "native-npu", "native-xla",
 )
-DEFAULT = "diffusers"  # plain PyTorch SDPA, no Diffusers backend selected
+DEFAULT = "kohaku-fa-auto"  # SimpleTuner's default: its own kernels where they apply, else PyTorch SDPA
 
 # The mechanisms that select a Diffusers attention backend, and which one.
 DIFFUSERS_BACKENDS = {
     "flex": "flex",
     "flash-attn": "flash",
+    "flash-attn-hub": "flash_hub",
     "flash-attn-2": "flash_varlen",
+    "flash-attn-varlen-hub": "flash_varlen_hub",
     "flash-attn-3": "_flash_3",
+    "flash-attn-3-hub": "_flash_3_hub",
     "flash-attn-3-varlen": "_flash_varlen_3",
+    "flash-attn-3-varlen-hub": "_flash_3_varlen_hub",
+    "flash-attn-4-hub": "flash_4_hub",
+    "native": "native",
     "cudnn": "_native_cudnn",
     "native-efficient": "_native_efficient",
     "native-flash": "_native_flash",

@@ -34,9 +34,54 @@ def test_every_mapped_backend_exists_in_diffusers():
         AttentionBackendName(backend)  # raises ValueError for a name Diffusers does not know
 
 
-def test_no_mechanism_means_the_simpletuner_default():
-    assert bc.mechanism({}) == "diffusers"
-    assert "diffusers" not in bc.DIFFUSERS_BACKENDS
+# The oracle: SimpleTuner itself, its released wheel (make test downloads it from PyPI into build/),
+# read without installing it: the argparse choices and default of --attention_mechanism, and the
+# Diffusers backend each name selects.
+SIMPLETUNER = ("simpletuner", "4.10.1", "c6682347f9b5bdcbdf5b254e816671c219b78b6c3570425e51e9aa470022845f")
+FIELDS = "simpletuner/simpletuner_sdk/server/services/field_registry/sections/advanced.py"
+BACKENDS = "simpletuner/helpers/training/attention_backend.py"
+
+
+@pytest.fixture(scope="module")
+def simpletuner():
+    import ast
+    import hashlib
+    import zipfile
+
+    name, version, sha256 = SIMPLETUNER
+    wheel = ROOT / "build/upstream" / f"{name}-{version}-py3-none-any.whl"
+    if not wheel.exists():
+        pytest.fail(f"{wheel.relative_to(ROOT)} is missing. Fix: make upstream (make test fetches it)")
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha256, "not the released wheel"
+    with zipfile.ZipFile(wheel) as z:
+        fields, backends = ast.parse(z.read(FIELDS)), ast.parse(z.read(BACKENDS))
+    found = {}
+    for node in ast.walk(fields):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "attention_mechanisms" for t in node.targets):
+            found["choices"] = ast.literal_eval(node.value)
+        if isinstance(node, ast.Call) and any(k.arg == "name" and getattr(k.value, "value", "") == "attention_mechanism"
+                                              for k in node.keywords):
+            found["default"] = next(ast.literal_eval(k.value) for k in node.keywords if k.arg == "default_value")
+    for node in ast.walk(backends):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_DIFFUSERS_BACKEND_TARGETS":
+            found["targets"] = ast.literal_eval(node.value)
+    assert set(found) == {"choices", "default", "targets"}, "SimpleTuner's source changed shape"
+    return found
+
+
+def test_mechanisms_are_exactly_simpletuners_choices(simpletuner):
+    assert sorted(bc.MECHANISMS) == sorted(simpletuner["choices"])
+    assert len(set(bc.MECHANISMS)) == len(bc.MECHANISMS)
+
+
+def test_each_mechanism_selects_the_backend_simpletuner_selects(simpletuner):
+    for name in bc.MECHANISMS:
+        assert bc.DIFFUSERS_BACKENDS.get(name) == simpletuner["targets"].get(name), name
+
+
+def test_no_mechanism_means_the_simpletuner_default(simpletuner):
+    assert bc.mechanism({}) == simpletuner["default"] == "kohaku-fa-auto"
+    assert bc.DEFAULT not in bc.DIFFUSERS_BACKENDS
 
 
 BAD = {
