@@ -32,12 +32,15 @@ def test_alibi_and_soft_cap_match_attention_written_by_hand():
 
 
 def test_causal_score_mod_gives_the_same_output_but_skips_nothing():
-    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.attention.flex_attention import _create_empty_block_mask, flex_attention
 
     q, k, v = masks.qkv()
     assert masks.relative_error(flex_attention(q, k, v, score_mod=masks.causal_as_score_mod),
                                 torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)) < 1e-12
-    assert masks.sparsity(masks.causal) > 45  # the BlockMask lets the kernel skip about half
+    # Without a block_mask, flex_attention uses one block covering every query and key: nothing is skipped.
+    default = _create_empty_block_mask(q, k)
+    assert default.kv_num_blocks.tolist() == [[[1]]] and default.BLOCK_SIZE[0] >= q.shape[-2]
+    assert 45 < masks.sparsity(masks.causal) < 55, "the causal BlockMask skips about half of the blocks"
 
 
 def test_pictures_and_sparsity(observe):

@@ -35,3 +35,13 @@ def test_quickstart_program_as_shown(observe):
 
 def test_flex_attention_is_still_documented_as_a_prototype():
     assert "is a prototype feature" in qs.flex_attention.__doc__
+
+
+@pytest.mark.parametrize("version", ["2.4.1", "2.5.0", "2.9.1", "2.10.0", "2.13.0+cpu", "2.11.0+cu130", "3.0.0"])
+def test_has_flex_attention_agrees_with_diffusers(version):
+    """The oracle: Diffusers' own version comparison against its required FlexAttention version."""
+    from diffusers.models.attention_dispatch import _REQUIRED_FLEX_VERSION
+    from diffusers.utils.import_utils import compare_versions
+    from packaging.version import parse
+
+    assert qs.has_flex_attention(version) is compare_versions(parse(version), ">=", _REQUIRED_FLEX_VERSION)

@@ -11,8 +11,11 @@ def numbers(version: str) -> tuple:
 
 
 def test_the_seed_helper_does_not_exist(observe):
+    from torch.nn.attention import flex_attention as module
+
     text = observe("troubleshooting.missing_helper", ts.missing_helper())
     assert text.startswith("AttributeError:") and "build_flex_attention_kernels" in text
+    assert not hasattr(module, "build_flex_attention_kernels") and not hasattr(module, "kernel_root")
 
 
 def test_torch_version_compares_as_a_version_and_a_plain_string_does_not(observe):
