@@ -63,6 +63,15 @@ def test_two_d_padding_mask_is_not_applied_to_keys(observe):
     observe("dispatch.padding_mask", f"2-D (batch, tokens) mask: relative error vs key padding {error:.2f}")
 
 
+def test_two_d_padding_mask_masks_queries_not_keys():
+    """Against SDPA without a mask: valid query rows see every key; padded query rows are zeros."""
+    q, k, v = dispatch.qkv()
+    out = dispatch.dispatch_attention_fn(q, k, v, attn_mask=dispatch.key_padding_mask(), backend="flex")
+    full = dispatch.sdpa(q, k, v)
+    assert dispatch.relative_error(out[:, :192], full[:, :192]) < 1e-5
+    assert out[:, 192:].abs().max() == 0
+
+
 def test_four_d_boolean_mask_is_applied(observe):
     mask = dispatch.padding_to_4d(dispatch.key_padding_mask(), heads=2, query_tokens=256)
     error = dispatch.backend_vs_reference(attn_mask=mask)
