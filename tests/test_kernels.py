@@ -153,3 +153,27 @@ def test_warm_up_runs_the_backward_pass_by_default(monkeypatch):
     monkeypatch.setattr(kernels, "compiled", lambda q, k, v, block_mask: Output())
     kernels.warm_up([(1, 1, 128, 16)], dtype=torch.float32, device="cpu")
     assert calls == ["backward"]
+
+
+def test_which_calls_generate_kernels():
+    """Counted by torch._dynamo on the CPU: the first call compiles, the same call again does not,
+    a new dtype or mask_mod compiles again, a second size compiles once more and a third does not."""
+    import torch
+    from torch._dynamo.utils import counters
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(flex_attention)
+
+    def call(tokens=128, dtype=torch.float32, mask_mod=kernels.causal):
+        q = torch.randn(1, 2, tokens, 64, dtype=dtype)
+        compiled(q, q, q, block_mask=create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu"))
+        return counters["frames"]["ok"]
+
+    assert call() == 1
+    assert call() == 1, "same shapes, dtype and mask: reused"
+    assert call(dtype=torch.bfloat16) == 2, "new dtype: compiled again"
+    assert call(dtype=torch.bfloat16, mask_mod=lambda b, h, q, k: q - k < 64) == 3, "new mask_mod: compiled again"
+    assert call(tokens=256) == 4, "a second size: compiled once more, dynamic"
+    assert call(tokens=384) == 4, "a third size: reused"
