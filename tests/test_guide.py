@@ -121,3 +121,11 @@ def test_a_recording_run_replaces_every_case_of_the_functions_it_ran(checkout):
                                                          "outputs": {}}))
     records.save("x", {f"{old}[a]": entry}, {})
     assert set(records.load("x")["tests"]) == {f"{old}[a]", other}
+
+
+def test_no_source_file_is_ignored_by_git():
+    """A .gitignore pattern must not hide code from commits (a bare `site/` once hid guide/site/)."""
+    files = [str(p.relative_to(ROOT)) for folder in ("guide", "snippets", "tests")
+             for p in sorted((ROOT / folder).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout == "", ignored.stdout

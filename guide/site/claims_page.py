@@ -1,0 +1,108 @@
+"""Claim badges and the generated "Verified claims" page.
+
+`<!-- claim: ID -->` after a statement becomes a badge with the claim's verdict, linked to its
+entry on the claims page; `<!-- claims -->` on claims.md becomes the list of every claim with its
+verdict per recorded environment. The claims page lists evidence as `<!-- observed: ID -->`
+markers, so it runs before the recorded outputs are rendered (plugin.py).
+"""
+import re
+
+from mkdocs.exceptions import PluginError
+
+from guide import claims, i18n
+
+ICON = {"passed": "✓", "failed": "✗", "stale": "⚠", "pending": "…", "skipped": "", "not-run": ""}
+
+
+def env_name(env: dict) -> str:
+    return env.get("gpu") if "compute_capability" in env else "CPU"
+
+
+def badge(snapshot, cid, lang):
+    if snapshot.claim(cid) is None:
+        raise PluginError(f"unknown claim {cid!r}. Fix: add it to claims/registry.yaml")
+    words = snapshot.words[lang]["claims"]
+    by_env = snapshot.verdicts[cid]
+    state = claims.overall(by_env)
+    title = "; ".join(f"{env_name(snapshot.records[n]['environment'])}: {words[v]}"
+                      for n, v in by_env.items() if v != "not-run")
+    return (f'[{ICON[state]} {words[state]}](claims.md#claim-{cid} "{title}")'
+            f'{{ .claim-badge .claim-{state} }}')
+
+
+def quoted(text):
+    """A quotation as written: underscores outside `code` are literal (torch.__version__), not emphasis."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(p if p.startswith("`") else p.replace("_", r"\_") for p in parts)
+
+
+def cell(verdict, words):
+    return f"{ICON[verdict]} {words[verdict]}".strip()
+
+
+def evidence_markers(snapshot, claim):
+    recorded = {oid for r in snapshot.records.values() for oid in r["outputs"]}
+    return [f"<!-- observed: {oid}{'' if oid in recorded else ' gpu'} -->" for oid in claim.get("evidence", [])]
+
+
+def claims_page(snapshot, lang):
+    words, text = snapshot.words[lang]["claims"], snapshot.texts[lang]
+    registry = snapshot.registry
+    missing = [c["id"] for c in registry if c["id"] not in text]
+    if missing:
+        raise PluginError(f"claims/{lang}.yaml has no text for {', '.join(missing)}. "
+                          f"Fix: translate them from claims/en.yaml (python -m guide claims check)")
+    envs = {name: env_name(r["environment"]) for name, r in snapshot.records.items()}
+    pages = [p for p in dict.fromkeys(c["page"] for c in registry if c.get("page"))]
+    out = [words["summary"].format(n=len(registry), p=len(pages),
+                                   c=sum(c.get("seed") == "corrected" for c in registry),
+                                   envs=", ".join(envs.values())), ""]
+    sections = {page: claims.sections(lang, page) for page in pages}
+
+    def where(claim):
+        title = sections[claim["page"]][claim["section"]][0]
+        return f"[{title}]({claim['page']}#{claim['section']})"
+
+    out += [f"## {words['corrections']} {{#corrections}}", ""]
+    for claim in registry:
+        if claim.get("seed") != "corrected":
+            continue
+        t = text[claim["id"]]
+        verdicts = snapshot.verdicts[claim["id"]]
+        out += [f"!!! quote \"{words['said']}\"", f"    {quoted(t['said'])}", "",
+                f"**{words['observed']}:** {t['claim']} ({where(claim)}, [#](#claim-{claim['id']}))", ""]
+        out += [m for marker in evidence_markers(snapshot, claim) for m in (marker, "")]
+        out += [" · ".join(f"{envs[n]}: {cell(v, words)}" for n, v in verdicts.items() if v != "not-run"), "", "---", ""]
+
+    out += [f"## {words['other-quantity']} {{#other-quantity}}", ""]
+    for claim in registry:
+        if claim.get("seed") == "other-quantity":
+            t = text[claim["id"]]
+            out += [f"!!! quote \"{words['said']}\"", f"    {quoted(t['said'])}", "",
+                    f"**{words['observed']}:** {t['claim']} ({where(claim)}, [#](#claim-{claim['id']}))", "", "---", ""]
+
+    out += [f"## {words['by-page']} {{#by-page}}", ""]
+    for page in pages:
+        out += [f"### {i18n.title(lang, page)} {{#page-{page[:-3].replace('_', '-')}}}", "",
+                f"| {words['claim']} | " + " | ".join(envs.values()) + " |",
+                "| --- | " + " | ".join("---" for _ in envs) + " |"]
+        for claim in (c for c in registry if c.get("page") == page):
+            verdicts = snapshot.verdicts[claim["id"]]
+            tests = "<br>".join(f"<code>{t}</code>" for t in claim["tests"])
+            out.append(f"| <span id=\"claim-{claim['id']}\"></span>{text[claim['id']]['claim']} "
+                       f"({where(claim)})<br><small>{words['tests']}: {tests}</small> | "
+                       + " | ".join(cell(verdicts[n], words) for n in envs) + " |")
+        out.append("")
+
+    out += [f"## {words['not-verified']} {{#not-verified}}", ""]
+    for claim in registry:
+        if claim.get("seed") == "not-verified":
+            t = text[claim["id"]]
+            out += [f"!!! quote \"{words['said']}\"", f"    {quoted(t['said'])}", "", t["why"], ""]
+    return "\n".join(out)
+
+
+def transform(markdown, snapshot, lang):
+    if "<!-- claims -->" in markdown:
+        markdown = markdown.replace("<!-- claims -->", claims_page(snapshot, lang))
+    return claims.MARKER.sub(lambda m: badge(snapshot, m.group(1), lang), markdown)

@@ -1,0 +1,44 @@
+"""`<!-- observed: ID -->` in a page becomes the output a recorded run produced, with the stamp of
+the environment that produced it; if the code behind it changed since, the page says the output is
+not verified for the current code. `<!-- observed: ID gpu -->` is an output only a GPU run records:
+until one does, the page says so. Any other ID with no record fails the build."""
+import re
+
+from mkdocs.exceptions import PluginError
+
+MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)? -->$", re.M)
+
+
+def stamp(env):
+    parts = [env.get("gpu") if "compute_capability" in env else "CPU",
+             env.get("compute_capability") and f"sm {env['compute_capability']}",
+             f"torch {env.get('torch')}", env.get("cuda") and f"CUDA {env['cuda']}",
+             env.get("triton") and f"Triton {env['triton']}",
+             env.get("diffusers") and f"diffusers {env['diffusers']}",
+             f"Python {env.get('python')}", env.get("date")]
+    return ", ".join(p for p in parts if p)
+
+
+def render(snapshot, output_id, lang, gpu=False):
+    words = snapshot.words[lang]["observed"]
+    found = snapshot.output(output_id)
+    if found is None:
+        if not gpu:
+            raise PluginError(f"no recorded output {output_id!r}. Fix: run `make record` (CPU) "
+                              f"or `make verify-gpu` (CUDA) to record it")
+        return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'
+    env, out = found
+    fence = "````" if "```" in out["text"] else "```"
+    block = f"{fence}text\n{out['text']}\n{fence}\n"
+    note = f'<p class="observed-stamp"><small>{words["seen"]}: {stamp(env)}</small></p>\n'
+    if output_id in snapshot.stale_outputs:
+        return f'!!! warning "{words["stale"]}"\n    {words["stale_body"]}\n\n{block}{note}'
+    return block + note
+
+
+def indent(text, prefix):
+    return "".join(prefix + line if line.strip() else line for line in text.splitlines(True))
+
+
+def transform(markdown, snapshot, lang):
+    return MARKER.sub(lambda m: indent(render(snapshot, m.group(2), lang, bool(m.group(3))), m.group(1)), markdown)

@@ -1,0 +1,400 @@
+"""The performance page, generated from the benchmark records at build time.
+
+`<!-- bench: NAME -->` becomes a table, a chart (an SVG file drawn by matplotlib, its text in the
+page's language) or a sentence whose numbers come from records/bench/*.json; nothing on the page
+is typed by hand. A record older than snippets/bench.py is marked as such. BLOCKS names the
+tables and charts, SENTENCES the values each sentence of words/<lang>.yaml takes from a record.
+"""
+import functools
+import hashlib
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+from guide import bench as report
+from guide import project
+
+MARKER = re.compile(r"<!-- bench: ([\w-]+) -->")
+NAMES = {"flex": "FlexAttention", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
+         "sdpa_gqa": "SDPA enable_gqa", "gpt_fast_2024": "gpt-fast 2024"}
+
+
+def name(variant, w):
+    """A variant's label: a kernel's name, or words of the page's language for a layout."""
+    return NAMES.get(variant) or w["name_" + variant]
+
+
+
+def fmt(value, digits=3):
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def words(lang):
+    """The page's words in lang: the performance part of words/<lang>.yaml."""
+    from guide import i18n
+
+    return i18n.words(lang, "performance")
+
+
+def gpu_label(record):
+    return record["environment"].get("gpu", "?")
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def charts() -> Path:
+    """Where charts are kept between builds: build/charts/ of the checkout."""
+    return project.path("build", "charts")
+CHART_URL = "CHARTS_URL"  # replaced by the path from the page to the site's assets/charts/
+
+
+def cached(draw):
+    """A chart drawn once per version of its records, language and this file: matplotlib takes a
+    second or two per chart, and the site draws 28 of them in four languages."""
+    @functools.wraps(draw)
+    def chart(lang, records):
+        key = hashlib.sha256(json.dumps([draw.__name__, lang, words(lang), records], sort_keys=True).encode()
+                             + Path(__file__).read_bytes()).hexdigest()[:24]
+        path = charts() / f"{key}.svg"
+        if not path.exists():
+            charts().mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(draw(lang, records), encoding="utf-8")
+            tmp.replace(path)
+        return path.read_text(encoding="utf-8")
+    return chart
+
+
+def svg(fig, alt) -> str:
+    """The figure as an SVG file (text stays text, in the page's language) and the Markdown that shows
+    it; inline, the charts would make every build parse megabytes of SVG for the search index."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    charts().mkdir(parents=True, exist_ok=True)
+    (charts() / f"{key}.svg").write_text(text, encoding="utf-8")
+    return f'<p class="bench-chart"><img src="{CHART_URL}/{key}.svg" alt="{alt}"></p>\n'
+
+
+def figure(width=7.5, height=3.2, columns=1):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9,
+                                "font.family": ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans Devanagari"],
+                                "svg.hashsalt": "flexattention-guide"})  # the same SVG for the same data
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(1, columns, figsize=(width, height), squeeze=False)
+
+
+def environments(lang, records):
+    w = words(lang)
+    rows = []
+    for record in records.values():
+        env = record["environment"]
+        rows.append([gpu_label(record), record["date"], env.get("torch"), env.get("cuda"), env.get("triton"),
+                     f"{record['ceilings']['matmul_bf16_tflops']:.0f}", f"{record['ceilings']['copy_gb_per_s']:.0f}",
+                     f"{record['seconds']:.0f}"])
+    return md_table([w["gpu"], w["date"], "PyTorch", "CUDA", "Triton", w["matmul"], w["copy"], w["seconds"]], rows)
+
+
+def shape_label(shape):
+    return f"{shape['batch']} × {shape['tokens']}, d={shape['head_dim']}"
+
+
+@cached
+def training(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows, bars = [], {v: [] for v in ("flex", "sdpa_flash", "sdpa_cudnn")}
+        labels = []
+        for key, row in report.table(record, "training").items():
+            shape = json.loads(key)
+            rows.append([shape_label(shape)] + [fmt(row.get(v, {}).get("forward_backward_ms")) for v in bars]
+                        + [fmt(report.speedup(row, "flex", "sdpa_flash", "forward_backward_ms")) + "×",
+                           fmt(report.speedup(row, "flex", "sdpa_cudnn", "forward_backward_ms")) + "×"])
+            labels.append(shape_label(shape))
+            for v in bars:
+                bars[v].append(row.get(v, {}).get("forward_backward_tflops", 0))
+        out.append(f"**{gpu_label(record)}**, {w['fb']}\n")
+        out.append(md_table([w["shape"]] + [NAMES[v] for v in bars]
+                            + [w["vs"].format(a="Flex", b="FA2"), w["vs"].format(a="Flex", b="cuDNN")], rows))
+        fig, axes = figure()
+        ax = axes[0][0]
+        width = 0.27
+        for i, (v, values) in enumerate(bars.items()):
+            ax.bar([x + (i - 1) * width for x in range(len(labels))], values, width, label=NAMES[v])
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+        ax.set_ylabel(f"{w['tflops']} ({w['fb'].split(',')[0]})")
+        ax.set_title(gpu_label(record))
+        ax.legend(fontsize=8)
+        out.append(svg(fig, f"{gpu_label(record)}: {w['tflops']}, {w['fb']}"))
+    return "\n".join(out)
+
+
+def per_gpu(records, header, rows_of) -> str:
+    """One table per GPU under its name; rows_of(record) gives the rows."""
+    return "\n".join(f"**{gpu_label(record)}**\n\n" + md_table(header, rows_of(record))
+                     for record in records.values())
+
+
+def masks(lang, records):
+    w = words(lang)
+
+    def rows_of(record):
+        rows = []
+        for group in ("sliding", "documents"):
+            for key, row in report.table(record, group).items():
+                shape = json.loads(key)
+                case = (w["sliding"].format(w=shape["window"], t=shape["tokens"]) if group == "sliding" else
+                        w["documents"].format(n=shape["documents"], t=shape["tokens"], l=shape["longest"]))
+                for variant, c in row.items():
+                    rows.append([case, name(variant, w), fmt(c.get("forward_ms")), fmt(c.get("forward_backward_ms")),
+                                 fmt(c.get("forward_backward_tflops")) if "failed" not in c else w["failed"]])
+        return rows
+    return per_gpu(records, [w["case"], w["variant"], w["fwd"], w["fb"], w["tflops"]], rows_of)
+
+
+@cached
+def decoding(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        rows, series = [], {}
+        bandwidth = record["ceilings"]["copy_gb_per_s"]
+        for key, row in report.table(record, "decoding").items():
+            s = json.loads(key)
+            rows.append([s["model"], s["batch"], s["kv_tokens"]]
+                        + [fmt(row.get(v, {}).get("forward_ms")) for v in ("flex", "sdpa_gqa", "gpt_fast_2024")]
+                        + [fmt(report.speedup(row, "flex", "sdpa_gqa", "forward_ms")) + "×",
+                           f"{row['flex']['fraction_of_floor']:.0%}" if "fraction_of_floor" in row.get("flex", {}) else "—"])
+            panel = series.setdefault((s["model"], s["batch"]), {"kv": [], "floor": []})
+            panel["kv"].append(s["kv_tokens"])
+            panel["floor"].append(s["kv_bytes"] / bandwidth / 1e6)
+            for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
+                panel.setdefault(v, []).append(row.get(v, {}).get("forward_ms"))
+        out.append(f"**{gpu_label(record)}**, {w['ms']}\n")
+        out.append(md_table([w["model"], w["batch"], w["kv"], NAMES["flex"], NAMES["sdpa_gqa"], NAMES["gpt_fast_2024"],
+                             w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+        fig, axes = figure(width=9, height=2.8, columns=len(series))
+        for ax, ((model, batch), panel) in zip(axes[0], series.items()):
+            for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
+                ax.plot(panel["kv"], panel[v], marker="o", label=NAMES[v])
+            ax.plot(panel["kv"], panel["floor"], linestyle="--", color="gray", label=w["floor_line"])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{model}, {w['batch'].lower()} {batch}")
+            ax.set_xlabel(w["tokens_axis"])
+        axes[0][0].set_ylabel(w["latency_axis"])
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle(gpu_label(record), y=1.06)
+        out.append(svg(fig, f"{gpu_label(record)}: {w['latency_axis']}"))
+    return "\n".join(out)
+
+
+@cached
+def roofline(lang, records):
+    """Achieved TFLOP/s against arithmetic intensity, under the GPU's measured ceilings."""
+    w = words(lang)
+    fig, axes = figure(width=7, height=4)
+    ax = axes[0][0]
+    for record, color in zip(records.values(), ("tab:blue", "tab:orange", "tab:green")):
+        peak, bandwidth = record["ceilings"]["matmul_bf16_tflops"], record["ceilings"]["copy_gb_per_s"]
+        xs = [0.5 * 1.5 ** i for i in range(25)]
+        ax.plot(xs, [min(peak, x * bandwidth / 1e3) for x in xs], color=color, label=f"{gpu_label(record)}: {w['roof']}")
+        points = []
+        for case in report.cases(record, "training"):
+            s = case["shape"]
+            if "forward_tflops" in case:
+                flops = 4 * s["batch"] * s["heads"] * s["tokens"] ** 2 * s["head_dim"] / 2
+                traffic = 4 * s["batch"] * s["heads"] * s["tokens"] * s["head_dim"] * 2  # q, k, v, out in bf16
+                points.append((flops / traffic, case["forward_tflops"], case["variant"]))
+        for case in report.cases(record, "decoding"):
+            s = case["shape"]
+            if "forward_ms" in case:
+                flops = 4 * s["batch"] * s["q_heads"] * s["kv_tokens"] * s["head_dim"]
+                points.append((flops / s["kv_bytes"], flops / case["forward_ms"] / 1e9, case["variant"]))
+        for variant, marker in (("flex", "o"), ("sdpa_flash", "s"), ("sdpa_cudnn", "^"), ("sdpa_gqa", "s"),
+                                ("gpt_fast_2024", "x")):
+            chosen = [(x, y) for x, y, v in points if v == variant]
+            if chosen:
+                ax.scatter(*zip(*chosen), color=color, marker=marker, s=18,
+                           label=f"{gpu_label(record)}: {NAMES[variant]}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(w["intensity"])
+    ax.set_ylabel(w["tflops"])
+    ax.legend(fontsize=6, ncol=2)
+    return svg(fig, f"{w['tflops']}, {w['intensity']}")
+
+
+def settings(lang, records):
+    w = words(lang)
+    out = []
+    for record in records.values():
+        forward = report.table(record, "forward_settings")
+        rows = []
+        for row in forward.values():
+            cudnn = row.get("sdpa_cudnn", {}).get("forward_ms")
+            for variant, c in row.items():
+                if variant != "sdpa_cudnn":
+                    rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
+                                 f"{cudnn / c['forward_ms']:.0%}" if cudnn and "forward_ms" in c else w["failed"]])
+        out.append(f"**{gpu_label(record)}**, {w['fwd']}\n")
+        out.append(md_table([w["setting"], w["fwd"], w["of_cudnn"]], rows))
+        decode = report.table(record, "decoding_settings")
+        rows = []
+        for row in decode.values():
+            for variant, c in row.items():
+                if variant.startswith("flex"):
+                    rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
+                                 fmt(report.speedup(row, variant, "sdpa_gqa", "forward_ms")) + "×",
+                                 f"{c['fraction_of_floor']:.0%}" if "fraction_of_floor" in c else w["failed"]])
+        out.append(md_table([w["setting"], w["ms"], w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+    return "\n".join(out)
+
+
+def gqa(lang, records):
+    """enable_gqa=True against repeat_interleave: time and the memory each call allocates."""
+    w = words(lang)
+
+    def rows_of(record):
+        rows = []
+        for key, row in report.table(record, "gqa").items():
+            s = json.loads(key)
+            training = s["q_tokens"] > 1
+            case = w["gqa_training" if training else "gqa_decoding"].format(
+                b=s["batch"], t=s["q_tokens"] if training else s["kv_tokens"], hq=s["q_heads"], hkv=s["kv_heads"])
+            for variant, c in row.items():
+                ms = c.get("forward_backward_ms" if training else "forward_ms")
+                rows.append([case, name(variant, w), fmt(ms) if ms else w["failed"], fmt(c.get("peak_mib"), 4)])
+        return rows
+    return per_gpu(records, [w["case"], w["variant"], w["ms"], w["memory"]], rows_of)
+
+
+def choose(lang, records):
+    """What to use where, with the ratio each GPU's record measured."""
+    w = words(lang)
+    columns = {}
+    for key, record in records.items():
+        plain = report.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
+        sliding = next(iter(report.table(record, "sliding").values()))
+        documents = next(iter(report.table(record, "documents").values()))
+        decoding = report.ratios(record, "decoding", "sdpa_gqa", "flex", "forward_ms")
+        columns[gpu_label(record)] = [
+            w["choose_plain"].format(lo=min(plain), hi=max(plain)),
+            w["choose_sliding"].format(x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
+            w["choose_documents"].format(
+                x=report.speedup(documents, "flex_packed", "sdpa_padded", "forward_backward_ms"),
+                y=report.speedup(documents, "flex_packed", "sdpa_dense_mask", "forward_backward_ms")),
+            w["choose_decoding"].format(lo=min(decoding), hi=max(decoding))]
+    situations = [("plain", "use_sdpa"), ("sliding", "use_flex"), ("documents", "use_flex"),
+                  ("decoding", "use_sdpa_gqa")]
+    rows = [[w["situation_" + s], w[u]] + [cells[i] for cells in columns.values()]
+            for i, (s, u) in enumerate(situations)]
+    return md_table([w["situation"], w["use"]] + list(columns), rows)
+
+
+def range_of(values) -> dict:
+    return {"lo": min(values), "hi": max(values)}
+
+
+def scaling(record) -> dict:
+    by_context = {}
+    for key, row in report.table(record, "decoding").items():
+        by_context.setdefault(json.loads(key)["kv_tokens"], []).append(
+            report.speedup(row, "flex", "sdpa_gqa", "forward_ms"))
+    short, long = min(by_context), max(by_context)
+    return {"short": short, "long": long, "lo1": min(by_context[short]), "hi1": max(by_context[short]),
+            "lo2": min(by_context[long]), "hi2": max(by_context[long])}
+
+
+def documents_seed(record) -> dict:
+    key, row = next(iter(report.table(record, "documents").items()))
+    s = json.loads(key)
+    return {"n": s["documents"], "t": s["tokens"], "l": s["longest"],
+            "x": report.speedup(row, "flex_packed", "sdpa_padded", "forward_backward_ms")}
+
+
+def best_forward(record) -> dict:
+    row = next(iter(report.table(record, "forward_settings").values()))
+    cudnn = row["sdpa_cudnn"]["forward_ms"]
+    timed = {v: c["forward_ms"] for v, c in row.items() if v != "sdpa_cudnn" and "forward_ms" in c}
+    best = min(timed, key=timed.get)
+    return {"name": f"`{best}`", "best": cudnn / timed[best], "default": cudnn / timed["flex_default"]}
+
+
+def best_decoding(record) -> dict:
+    row = next(iter(report.table(record, "decoding_settings").values()))
+    timed = {v: c for v, c in row.items() if v.startswith("flex") and "forward_ms" in c}
+    best = min(timed, key=lambda v: timed[v]["forward_ms"])
+    return {"name": f"`{best}`", "best": report.speedup(row, best, "sdpa_gqa", "forward_ms"),
+            "floor": timed[best]["fraction_of_floor"], "default": report.speedup(row, "flex", "sdpa_gqa", "forward_ms"),
+            "dfloor": timed["flex"]["fraction_of_floor"]}
+
+
+# Each sentence of words/<lang>.yaml's performance part that <!-- bench: NAME --> shows, once per
+# GPU, and the values its placeholders take from that GPU's record.
+SENTENCES = {
+    "seed-fa2": lambda r: range_of(report.ratios(r, "training", "flex", "sdpa_flash", "forward_backward_ms")),
+    "seed-fa3": lambda r: range_of(report.ratios(r, "training", "sdpa_cudnn", "flex", "forward_backward_ms")),
+    "seed-decoding": lambda r: {
+        **range_of(report.ratios(r, "decoding", "flex", "sdpa_gqa", "forward_ms")),
+        **{k + "2": v for k, v in range_of(report.ratios(r, "decoding", "flex", "gpt_fast_2024", "forward_ms")).items()}},
+    "seed-scaling": scaling,
+    "seed-documents": documents_seed,
+    "best-forward": best_forward,
+    "best-decoding": best_decoding,
+    "training-share": lambda r: range_of([c["forward_tflops"] / r["ceilings"]["matmul_bf16_tflops"]
+                                          for c in report.cases(r, "training") if "forward_tflops" in c]),
+}
+
+
+def sentences(lang, records, name):
+    """One sentence per GPU, its numbers computed from that GPU's record."""
+    w = words(lang)
+    return " ".join(w[name].format(gpu=gpu_label(record), **SENTENCES[name](record)) for record in records.values())
+
+
+BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
+          "roofline": roofline, "settings": settings, "gqa": gqa, "choose": choose}
+
+
+def render(name, lang, records):
+    if not records:
+        raise PluginError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
+    if name in BLOCKS:
+        text = BLOCKS[name](lang, records)
+        stale = [gpu_label(r) for r in records.values() if not report.current(r)]
+        if stale and name == "environments":
+            text = f'!!! warning "{", ".join(stale)}"\n    {words(lang)["stale"]}\n\n' + text
+        return text
+    if name in SENTENCES:
+        return sentences(lang, records, name)
+    raise PluginError(f"unknown benchmark block {name!r}. Fix: one of {', '.join([*BLOCKS, *SENTENCES])}")
+
+
+def transform(markdown, snapshot, lang, page, site_dir):
+    """The page's bench markers rendered; the charts it uses copied to the site's assets/charts/."""
+    if "<!-- bench: " not in markdown:
+        return markdown
+    markdown = MARKER.sub(lambda m: render(m.group(1), lang, dict(snapshot.bench)), markdown)
+    target = Path(site_dir) / "assets" / "charts"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in re.findall(rf"{CHART_URL}/(\w+\.svg)", markdown):
+        shutil.copyfile(charts() / name, target / name)
+    return markdown.replace(CHART_URL, "../" * page.url.count("/") + "assets/charts")

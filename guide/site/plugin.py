@@ -1,0 +1,72 @@
+"""The guide's MkDocs plugin: loads one snapshot of the data in on_config and transforms each page
+in a fixed order:
+
+1. translations: the outdated-translation banner and the translation-status table;
+2. performance: tables, charts and sentences from the benchmark records;
+3. claims: the generated claims page (which lists evidence as observed-output markers) and the
+   claim badges;
+4. observed: recorded outputs with their environment stamp (after 3, which adds markers).
+
+Bad data stops the build with a one-line PluginError naming the problem and the fix.
+"""
+from pathlib import Path
+
+import jinja2
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin
+
+from guide.project import GuideError
+from guide.site import claims_page, observed, performance, snapshot, translations
+
+
+class SharedBytecodeCache(jinja2.BytecodeCache):
+    """The i18n plugin builds the site once per language, each time with a new Jinja environment that
+    would compile the same ~140 templates again; this cache, keyed by template name and source
+    checksum (an edited template is compiled afresh), is shared by those environments."""
+
+    def __init__(self):
+        self.store = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.store:
+            bucket.bytecode_from_string(self.store[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.store[bucket.key] = bucket.bytecode_to_string()
+
+
+TEMPLATES = SharedBytecodeCache()
+
+
+class GuidePlugin(BasePlugin):
+    snapshot = None
+
+    def on_config(self, config):
+        try:
+            self.snapshot = snapshot.load(Path(config.config_file_path).resolve().parent)
+        except GuideError as e:
+            raise PluginError(str(e)) from None
+        return config
+
+    def on_env(self, env, config, files):
+        env.bytecode_cache = TEMPLATES
+        return env
+
+    def on_page_markdown(self, markdown, page, config, files):
+        i18n = config.plugins["i18n"]
+        lang = i18n.current_language
+        names = {entry.locale: entry.name for entry in i18n.config.languages}
+        try:
+            markdown = translations.transform(markdown, self.snapshot, lang, page, names)
+            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
+            markdown = claims_page.transform(markdown, self.snapshot, lang)
+            return observed.transform(markdown, self.snapshot, lang)
+        except GuideError as e:
+            raise PluginError(str(e)) from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise PluginError(f"{page.file.src_uri}: the guide's data has an unexpected shape "
+                              f"({type(e).__name__}: {e}). Fix: run `python -m guide claims check` "
+                              f"and `python -m guide records status`") from None
+
+    def on_post_build(self, config):
+        translations.copy_sitemaps(Path(config["site_dir"]))

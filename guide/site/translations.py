@@ -1,0 +1,47 @@
+"""The outdated-translation banner and the translation-status table.
+
+A translated page whose recorded English source (front matter `source_sha256`, see guide/i18n.py)
+is not the current English page gets a banner, in its language, pointing to the English page.
+`<!-- translation-status -->` becomes the table of every page's state.
+"""
+import shutil
+from pathlib import Path
+
+from guide import i18n
+
+
+def english_url(page) -> str:
+    """The English page's URL, relative to this translated page (zh/kernels/ -> ../../kernels/)."""
+    depth = page.url.count("/")
+    return "../" * depth + page.url.split("/", 1)[1]
+
+
+def status_table(snapshot, lang, names) -> str:
+    words = snapshot.words[lang]["translations"]
+    langs = snapshot.languages[1:]
+    rows = [f"| {words['page']} | " + " | ".join(names[t] for t in langs) + " |",
+            "| --- | " + " | ".join("---" for _ in langs) + " |"]
+    for page, states in snapshot.translation_table.items():
+        rows.append(f"| [{i18n.title(lang, page)}]({page}) | " + " | ".join(words[states[t]] for t in langs) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def transform(markdown, snapshot, lang, page, names):
+    if "<!-- translation-status -->" in markdown:
+        markdown = markdown.replace("<!-- translation-status -->", status_table(snapshot, lang, names))
+    name = page.file.src_uri.partition("/")[2]
+    if lang != snapshot.languages[0] and snapshot.translation_table.get(name, {}).get(lang) == "outdated":
+        words = snapshot.words[lang]["translations"]
+        markdown = (f'!!! warning "{words["title"]}"\n    {words["body"].format(url=english_url(page))}\n\n'
+                    + markdown)
+    return markdown
+
+
+def copy_sitemaps(site: Path):
+    """The theme maps a page to its translations by reading sitemap.xml next to each alternate URL
+    (<link rel="alternate">), which here is the page itself in each language: every page folder
+    gets a copy of the one sitemap, so that no reader's browser meets a 404."""
+    if (site / "sitemap.xml").exists():
+        for index in site.rglob("index.html"):
+            if index.parent != site:
+                shutil.copyfile(site / "sitemap.xml", index.parent / "sitemap.xml")
