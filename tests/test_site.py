@@ -172,3 +172,19 @@ def test_site_workflow_deploys_only_main():
     workflow = yaml.safe_load((ROOT / ".github/workflows/site.yml").read_text())
     assert workflow["jobs"]["deploy"]["needs"] == "test"
     assert "refs/heads/main" in workflow["jobs"]["deploy"]["if"]
+
+
+def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
+    """Portuguese pages write a decimal comma in generated numbers; program output stays as printed."""
+    from guide import bench, records
+
+    record = next(iter(bench.load_all().values()))
+    ratios = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
+    english = f"{min(ratios):.2f}–{max(ratios):.2f}×"
+    assert english in html_of(site, "en", "performance.md")
+    assert english.replace(".", ",") in html_of(site, "pt", "performance.md")
+    assert english not in html_of(site, "pt", "performance.md")
+    raw = records.load("cpu")["outputs"]["troubleshooting.string_version"]["text"].splitlines()[0]
+    for lang in LANGS:  # the recorded output, character for character (HTML-escaped quotes aside)
+        page = html_of(site, lang, "index.md").replace("&#39;", "'").replace("&quot;", '"')
+        assert raw.split(" = ")[1].split(" ")[0] in page, lang

@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shutil
+import string
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -29,8 +30,43 @@ def name(variant, w):
 
 
 
+# Numbers in the reader's locale (Babel): 1.21× in English, 1,21× in Portuguese; raw program
+# output elsewhere on the site stays as printed. The page being rendered sets the locale.
+LOCALES = {"en": "en_US", "zh": "zh_Hans_CN", "pt": "pt_BR", "hi": "hi_IN"}
+_locale = ["en_US"]
+
+
+def number(value, spec="") -> str:
+    """value formatted as Python's format(value, spec) would, in the page's locale: .Nf, .N%, .Ng."""
+    from babel.numbers import format_decimal, format_percent
+
+    match = re.fullmatch(r"\.(\d+)([fg%])", spec)
+    if match is None:
+        return format_decimal(value, locale=_locale[0]) if isinstance(value, int) and not spec else format(value, spec)
+    digits, kind = int(match[1]), match[2]
+    decimals = "." + "0" * digits if digits else ""
+    if kind == "f":
+        return format_decimal(value, format="#,##0" + decimals, locale=_locale[0])
+    if kind == "%":
+        return format_percent(value, format="#,##0" + decimals + "%", locale=_locale[0])
+    return format_decimal(value, format="@" + "#" * (digits - 1), locale=_locale[0])
+
+
+class LocaleFormatter(string.Formatter):
+    """str.format with the numbers in the page's locale."""
+
+    def format_field(self, value, spec):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return number(value, spec)
+        return super().format_field(value, spec)
+
+
+def say(template, **values) -> str:
+    return LocaleFormatter().format(template, **values)
+
+
 def fmt(value, digits=3):
-    return "—" if value is None else f"{value:.{digits}g}"
+    return "—" if value is None else number(value, f".{digits}g")
 
 
 def words(lang):
@@ -106,8 +142,8 @@ def environments(lang, records):
     for record in records.values():
         env = record["environment"]
         rows.append([gpu_label(record), record["date"], env.get("torch"), env.get("cuda"), env.get("triton"),
-                     f"{record['ceilings']['matmul_bf16_tflops']:.0f}", f"{record['ceilings']['copy_gb_per_s']:.0f}",
-                     f"{record['seconds']:.0f}"])
+                     number(record['ceilings']['matmul_bf16_tflops'], ".0f"), number(record['ceilings']['copy_gb_per_s'], ".0f"),
+                     number(record['seconds'], ".0f")])
     return md_table([w["gpu"], w["date"], "PyTorch", "CUDA", "Triton", w["matmul"], w["copy"], w["seconds"]], rows)
 
 
@@ -132,7 +168,7 @@ def training(lang, records):
                 bars[v].append(row.get(v, {}).get("forward_backward_tflops", 0))
         out.append(f"**{gpu_label(record)}**, {w['fb']}\n")
         out.append(md_table([w["shape"]] + [NAMES[v] for v in bars]
-                            + [w["vs"].format(a="Flex", b="FA2"), w["vs"].format(a="Flex", b="cuDNN")], rows))
+                            + [say(w["vs"], a="Flex", b="FA2"), say(w["vs"], a="Flex", b="cuDNN")], rows))
         fig, axes = figure()
         ax = axes[0][0]
         width = 0.27
@@ -160,8 +196,8 @@ def masks(lang, records):
         for group in ("sliding", "documents"):
             for key, row in report.table(record, group).items():
                 shape = json.loads(key)
-                case = (w["sliding"].format(w=shape["window"], t=shape["tokens"]) if group == "sliding" else
-                        w["documents"].format(n=shape["documents"], t=shape["tokens"], l=shape["longest"]))
+                case = (say(w["sliding"], w=shape["window"], t=shape["tokens"]) if group == "sliding" else
+                        say(w["documents"], n=shape["documents"], t=shape["tokens"], l=shape["longest"]))
                 for variant, c in row.items():
                     rows.append([case, name(variant, w), fmt(c.get("forward_ms")), fmt(c.get("forward_backward_ms")),
                                  fmt(c.get("forward_backward_tflops")) if "failed" not in c else w["failed"]])
@@ -181,7 +217,7 @@ def decoding(lang, records):
             rows.append([s["model"], s["batch"], s["kv_tokens"]]
                         + [fmt(row.get(v, {}).get("forward_ms")) for v in ("flex", "sdpa_gqa", "gpt_fast_2024")]
                         + [fmt(report.speedup(row, "flex", "sdpa_gqa", "forward_ms")) + "×",
-                           f"{row['flex']['fraction_of_floor']:.0%}" if "fraction_of_floor" in row.get("flex", {}) else "—"])
+                           number(row['flex']['fraction_of_floor'], ".0%") if "fraction_of_floor" in row.get("flex", {}) else "—"])
             panel = series.setdefault((s["model"], s["batch"]), {"kv": [], "floor": []})
             panel["kv"].append(s["kv_tokens"])
             panel["floor"].append(s["kv_bytes"] / bandwidth / 1e6)
@@ -189,7 +225,7 @@ def decoding(lang, records):
                 panel.setdefault(v, []).append(row.get(v, {}).get("forward_ms"))
         out.append(f"**{gpu_label(record)}**, {w['ms']}\n")
         out.append(md_table([w["model"], w["batch"], w["kv"], NAMES["flex"], NAMES["sdpa_gqa"], NAMES["gpt_fast_2024"],
-                             w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+                             say(w["vs"], a="Flex", b="SDPA"), w["floor"]], rows))
         fig, axes = figure(width=9, height=2.8, columns=len(series))
         for ax, ((model, batch), panel) in zip(axes[0], series.items()):
             for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
@@ -253,7 +289,7 @@ def settings(lang, records):
             for variant, c in row.items():
                 if variant != "sdpa_cudnn":
                     rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
-                                 f"{cudnn / c['forward_ms']:.0%}" if cudnn and "forward_ms" in c else w["failed"]])
+                                 number(cudnn / c['forward_ms'], ".0%") if cudnn and "forward_ms" in c else w["failed"]])
         out.append(f"**{gpu_label(record)}**, {w['fwd']}\n")
         out.append(md_table([w["setting"], w["fwd"], w["of_cudnn"]], rows))
         decode = report.table(record, "decoding_settings")
@@ -263,8 +299,8 @@ def settings(lang, records):
                 if variant.startswith("flex"):
                     rows.append([f"`{variant}`", fmt(c.get("forward_ms")),
                                  fmt(report.speedup(row, variant, "sdpa_gqa", "forward_ms")) + "×",
-                                 f"{c['fraction_of_floor']:.0%}" if "fraction_of_floor" in c else w["failed"]])
-        out.append(md_table([w["setting"], w["ms"], w["vs"].format(a="Flex", b="SDPA"), w["floor"]], rows))
+                                 number(c['fraction_of_floor'], ".0%") if "fraction_of_floor" in c else w["failed"]])
+        out.append(md_table([w["setting"], w["ms"], say(w["vs"], a="Flex", b="SDPA"), w["floor"]], rows))
     return "\n".join(out)
 
 
@@ -277,7 +313,7 @@ def gqa(lang, records):
         for key, row in report.table(record, "gqa").items():
             s = json.loads(key)
             training = s["q_tokens"] > 1
-            case = w["gqa_training" if training else "gqa_decoding"].format(
+            case = say(w["gqa_training" if training else "gqa_decoding"],
                 b=s["batch"], t=s["q_tokens"] if training else s["kv_tokens"], hq=s["q_heads"], hkv=s["kv_heads"])
             for variant, c in row.items():
                 ms = c.get("forward_backward_ms" if training else "forward_ms")
@@ -296,12 +332,12 @@ def choose(lang, records):
         documents = next(iter(report.table(record, "documents").values()))
         decoding = report.ratios(record, "decoding", "sdpa_gqa", "flex", "forward_ms")
         columns[gpu_label(record)] = [
-            w["choose_plain"].format(lo=min(plain), hi=max(plain)),
-            w["choose_sliding"].format(x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
-            w["choose_documents"].format(
+            say(w["choose_plain"], lo=min(plain), hi=max(plain)),
+            say(w["choose_sliding"], x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
+            say(w["choose_documents"],
                 x=report.speedup(documents, "flex_packed", "sdpa_padded", "forward_backward_ms"),
                 y=report.speedup(documents, "flex_packed", "sdpa_dense_mask", "forward_backward_ms")),
-            w["choose_decoding"].format(lo=min(decoding), hi=max(decoding))]
+            say(w["choose_decoding"], lo=min(decoding), hi=max(decoding))]
     situations = [("plain", "use_sdpa"), ("sliding", "use_flex"), ("documents", "use_flex"),
                   ("decoding", "use_sdpa_gqa")]
     rows = [[w["situation_" + s], w[u]] + [cells[i] for cells in columns.values()]
@@ -367,7 +403,7 @@ SENTENCES = {
 def sentences(lang, records, name):
     """One sentence per GPU, its numbers computed from that GPU's record."""
     w = words(lang)
-    return " ".join(w[name].format(gpu=gpu_label(record), **SENTENCES[name](record)) for record in records.values())
+    return " ".join(say(w[name], gpu=gpu_label(record), **SENTENCES[name](record)) for record in records.values())
 
 
 BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
@@ -375,6 +411,7 @@ BLOCKS = {"environments": environments, "training": training, "masks": masks, "d
 
 
 def render(name, lang, records):
+    _locale[0] = LOCALES.get(lang, "en_US")
     if not records:
         raise PluginError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
     if name in BLOCKS:
