@@ -30,7 +30,8 @@ def test_page_code_never_imports_the_guide():
         assert not imports(path) & {"guide", "scripts", "tests"}, path
 
 
-def test_no_sys_path_edits():
+def test_no_import_path_edits():
+    """No module edits the import path (sys dot path): everything is importable because it is installed."""
     edit = "sys." + "path"
     offenders = [p for folder in ("guide", "snippets", "tests") for p in sorted((ROOT / folder).rglob("*.py"))
                  if edit in p.read_text(encoding="utf-8")]
