@@ -152,20 +152,22 @@ def test_verified_only_when_every_test_passed_there():
 def test_editing_the_test_code_makes_its_outcomes_stale(copy_of_snippets):
     """Rule 2: the recorded hash covers the test module, conftest.py and the helpers it imports."""
     root = copy_of_snippets.parent
+    module, helpers, conftest = (root / "tests" / name for name in ("test_troubleshooting.py", "helpers.py", "conftest.py"))
+    stale = [TEST, "troubleshooting.cpu_backward"]
+    assert "tests.helpers" in module.read_text()
     record = current_record()
-    assert not records.stale(record)
-    helpers = root / "tests/helpers.py"
     helpers.write_text(helpers.read_text() + "\n# changed\n")
-    assert "tests.helpers" not in (root / "tests/test_troubleshooting.py").read_text()
+    assert sorted(records.stale(record)) == stale, "a helper the module imports"
+    module.write_text(module.read_text().replace("tests.helpers", "tests.elsewhere"))
+    record = current_record()
+    helpers.write_text(helpers.read_text() + "\n# changed again\n")
     assert not records.stale(record), "a helper the module does not import changes nothing"
-    module = root / "tests/test_troubleshooting.py"
     module.write_text(module.read_text() + "\n# changed\n")
-    assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
+    assert sorted(records.stale(record)) == stale
     assert claims.verdict({"id": "x", "tests": [TEST]}, record["tests"]) == "stale"
     record = current_record()
-    conftest = root / "tests/conftest.py"
     conftest.write_text(conftest.read_text() + "\n# changed\n")
-    assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
+    assert sorted(records.stale(record)) == stale
 
 
 def test_a_check_of_a_gpu_benchmark_record_counts_for_that_gpu_only(copy_of_snippets):
