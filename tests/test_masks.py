@@ -22,6 +22,7 @@ def test_the_masks_are_what_their_names_say():
 
 def test_alibi_and_soft_cap_match_attention_written_by_hand():
     assert masks.alibi_error() < 1e-12
+    assert masks.alibi_error(heads=3) < 1e-5, "slopes that are not whole powers of two (float32 slopes)"
     assert masks.soft_cap_error() < 1e-12
     # The references would catch a wrong score_mod: without soft-capping the result differs.
     q, k, v = masks.qkv()
@@ -78,3 +79,12 @@ def test_the_examples_window_and_prefix_are_a_quarter_of_the_tokens():
     examples = masks.examples(16)
     assert torch.equal(masks.dense(examples["causal_window"], 16), masks.dense(masks.causal_window(4), 16))
     assert torch.equal(masks.dense(examples["prefix_lm"], 16), masks.dense(masks.prefix_lm(4), 16))
+
+
+def test_pictures_show_the_blocks_of_the_mask():
+    """The causal picture is lower triangular: row i has i + 1 filled squares, then dots; a sliding
+    window's rows keep a band of the same width."""
+    rows = masks.picture(masks.causal).splitlines()
+    assert rows == ["█" * (i + 1) + "·" * (15 - i) for i in range(16)]
+    band = masks.picture(masks.causal_window(64)).splitlines()
+    assert all(row.strip("·") == "█" * min(i + 1, 5) for i, row in enumerate(band)), band
