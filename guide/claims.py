@@ -30,11 +30,6 @@ def texts(lang: str) -> dict:
     return project.parsed(path) if path.exists() else {}
 
 
-def matches(nodeid: str, test: str) -> bool:
-    """A registry test names a test function; its parametrized cases count as that test."""
-    return nodeid == test or nodeid.startswith(test + "[")
-
-
 def by_function(tests: dict) -> dict:
     """A record's test ids grouped by test function ('file::name', parameters dropped)."""
     grouped = {}
@@ -139,12 +134,6 @@ def sections(lang: str, page: str) -> dict:
     return found
 
 
-def test_defined(test: str) -> bool:
-    path, _, name = test.partition("::")
-    file = project.path(path)
-    return file.exists() and re.search(rf"^def {re.escape(name)}\(", file.read_text(encoding="utf-8"), re.M)
-
-
 def quantity_problems(claim: dict) -> list:
     """A seed verdict on a measurement names the quantity the older text gave and the one measured
     here; `confirmed` needs them to be the same."""
@@ -178,7 +167,7 @@ def check() -> list:
         if seed == "not-verified" and (claim.get("tests") or claim.get("page")):
             problems.append(f"claim {cid!r} is not verified, so it has no test and no page")
         for test in claim.get("tests", []):
-            if not test_defined(test):
+            if not records.test_exists(test):
                 problems.append(f"claim {cid!r}: test {test} does not exist")
         for lang in project.languages():
             text = texts(lang).get(cid, {})

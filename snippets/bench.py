@@ -8,7 +8,6 @@ after a warm-up; compilation and BlockMask creation happen before the timed regi
 inputs per case; each variant's output is checked against a reference before it is timed.
 """
 import json
-import sys
 import time
 from pathlib import Path
 

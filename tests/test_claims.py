@@ -1,6 +1,5 @@
 """The claims registry: complete, consistent in every language, and verified by current records."""
 import json
-import shutil
 
 import pytest
 
@@ -52,13 +51,9 @@ def test_every_seed_statement_has_a_verdict():
 
 
 @pytest.fixture
-def copy_of_snippets(tmp_path, monkeypatch):
-    """The guide working on a copy of the checkout's data, whose snippets/ a test may change."""
-    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
-    monkeypatch.setattr(project, "_root", tmp_path)
-    return tmp_path / "snippets"
+def copy_of_snippets(checkout):
+    """snippets/ of a copy of the checkout, which a test may change."""
+    return checkout / "snippets"
 
 
 TEST = "tests/test_troubleshooting.py::test_no_backward_on_cpu"

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from guide import project
 from tests.helpers import ROOT, python
 
 
@@ -84,16 +83,6 @@ def test_installed_without_the_checkout(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import snippets, guide; print(snippets.__file__, guide.__file__)"],
                            cwd=elsewhere, capture_output=True, text=True, env=env, timeout=60)
     assert all(Path(f).is_relative_to(target) for f in where.stdout.split()), where.stdout
-
-
-@pytest.fixture
-def checkout(tmp_path, monkeypatch):
-    """A copy of the checkout's data, which a test may break."""
-    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
-    monkeypatch.setattr(project, "_root", tmp_path)
-    return tmp_path
 
 
 @pytest.mark.parametrize("path, text, message", [

@@ -1,5 +1,4 @@
 """Translations: structure, prose, and the outdated / missing states with their banner."""
-import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -16,16 +15,6 @@ def test_every_translation_keeps_the_english_structure_and_has_no_english_prose(
 def test_every_translation_is_current():
     outdated = {(lang, page): s for page, row in i18n.table().items() for lang, s in row.items() if s != "current"}
     assert not outdated, f"translate these again, then `python -m guide i18n sync LANG PAGE`: {outdated}"
-
-
-@pytest.fixture
-def checkout(tmp_path, monkeypatch):
-    """The guide working on a copy of the checkout's data, which a test may change."""
-    for name in ("snippets", "tests", "records", "claims", "words", "docs"):
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "mkdocs.yml", tmp_path)
-    monkeypatch.setattr(project, "_root", tmp_path)
-    return tmp_path
 
 
 @pytest.fixture
