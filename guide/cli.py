@@ -4,6 +4,7 @@
     python -m guide claims check|status       the claims registry's problems; each claim's verdicts
     python -m guide i18n status|check|sync    translations: state, structure, record the English source
     python -m guide bench record|report       benchmark records (record needs a CUDA GPU)
+    python -m guide pages list|script PAGE [LANG]   each page's tier; a page's code as one program
     python -m guide links SITE_DIR            internal links and anchors of the built site
     python -m guide setup [--gpu]             the Python environment, in one line
     python -m guide build-bench [--runs N]    time the strict build and the serve rebuild
@@ -40,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("action", choices=["record", "report"])
     bench.add_argument("--quick", action="store_true", help="with record: one shape per group")
     bench.add_argument("--out", help="with record: write the record here (default: records/bench/<gpu>.json)")
+    pages = sub.add_parser("pages", help="pages as programs")
+    pages.add_argument("action", choices=["list", "script"])
+    pages.add_argument("page", nargs="?", help="with script: the page, e.g. kernels.md")
+    pages.add_argument("lang", nargs="?", default="en", help="with script: the language (default: en)")
     links = sub.add_parser("links", help="check the built site's links")
     links.add_argument("site", type=Path)
     setup = sub.add_parser("setup", help="check the Python environment")
@@ -70,6 +75,17 @@ def dispatch(args) -> int:
         from guide import bench
 
         return bench.record(args.quick, args.out) if args.action == "record" else bench.report()
+    if args.command == "pages":
+        from guide import pages
+
+        if args.action == "list":
+            for page, tier in pages.programs().items():
+                print(f"{page:20} {tier}  {len(pages.python_blocks(page))} Python blocks")
+            return 0
+        if not args.page:
+            raise GuideError("`pages script` needs a page", "python -m guide pages script kernels.md")
+        print(pages.script(args.page, args.lang), end="")
+        return 0
     if args.command == "links":
         from guide import links
 

@@ -5,28 +5,20 @@
 Every comparison is against float64 SDPA on the same inputs, so the error of FlexAttention can be
 set beside the error of SDPA itself in the same dtype.
 """
+from snippets._cli import UsageError, run
+
+# --8<-- [start:forward_backward]
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention
 
-from snippets._cli import UsageError, run
-
 SHAPE = (2, 4, 1024, 64)  # batch, heads, tokens, head dim
-
-
-def relative_error(got, want) -> float:
-    return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
 
 def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-def sliding_window(b, h, q_idx, kv_idx):
-    return q_idx - kv_idx <= 256
-
-
-# --8<-- [start:forward_backward]
 def forward_backward(attention, q, k, v):
     """Output and gradients of q, k, v; the loss is the sum of the output."""
     q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
@@ -45,7 +37,10 @@ def flex_causal(q, k, v):
 
 def sdpa_causal(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-# --8<-- [end:forward_backward]
+
+
+def relative_error(got, want) -> float:
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
 
 def errors_against_float64(attention, dtype, seed=0, **sizes):
@@ -58,6 +53,7 @@ def errors_against_float64(attention, dtype, seed=0, **sizes):
     want = forward_backward(reference, q.double(), k.double(), v.double())
     got = forward_backward(attention, q.to(dtype), k.to(dtype), v.to(dtype))
     return [relative_error(g, w) for g, w in zip(got, want)]
+# --8<-- [end:forward_backward]
 
 
 def dtype_table() -> tuple:
@@ -107,6 +103,10 @@ def gqa_errors(dtype=torch.bfloat16):
 
 
 # --8<-- [start:sliding_window]
+def sliding_window(b, h, q_idx, kv_idx):
+    return q_idx - kv_idx <= 256
+
+
 causal_window = and_masks(causal, sliding_window)
 
 
@@ -185,6 +185,11 @@ def main(argv) -> int:
         raise UsageError("no CUDA GPU", "run it on a machine with an NVIDIA GPU; FlexAttention's "
                          "backward pass and compiled GPU kernels need one")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    # --8<-- [start:run]
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        out, dq, dk, dv = errors_against_float64(flex_causal, dtype)
+        print(f"{dtype}: output {out:.1e}, dq {dq:.1e}, dk {dk:.1e}, dv {dv:.1e}")
+    # --8<-- [end:run]
     print(dtype_table()[1])
     return 0
 

@@ -11,36 +11,17 @@ import json
 import time
 from pathlib import Path
 
+from snippets._cli import ArgumentParser, UsageError, run
+
+# --8<-- [start:harness]
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from snippets._cli import ArgumentParser, UsageError, run
-
 DTYPE = torch.bfloat16
 TOKENS = 16384  # tokens per batch in the training cases
 HEADS = 16
-
-
-# --8<-- [start:masks]
-def causal(b, h, q_idx, kv_idx):
-    return q_idx >= kv_idx
-
-
-def sliding_window(window):
-    def mask(b, h, q_idx, kv_idx):
-        return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
-    return mask
-
-
-def document_causal(document_ids):
-    """Packed sequences: a token sees the earlier tokens of its own document only."""
-    def mask(b, h, q_idx, kv_idx):
-        return (document_ids[q_idx] == document_ids[kv_idx]) & (q_idx >= kv_idx)
-    return mask
-# --8<-- [end:masks]
-
 
 # One compiled function for every case; each new shape or mask compiles once, before timing.
 torch._dynamo.config.cache_size_limit = 1000
@@ -108,6 +89,26 @@ def sdpa(backend, **kwargs):
 def causal_flops(batch, heads, tokens, head_dim) -> float:
     """Useful FLOPs of causal attention's forward pass: QK^T and PV over the lower triangle."""
     return 4 * batch * heads * tokens * tokens * head_dim / 2
+# --8<-- [end:harness]
+
+
+# --8<-- [start:masks]
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def sliding_window(window):
+    def mask(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+    return mask
+
+
+def document_causal(document_ids):
+    """Packed sequences: a token sees the earlier tokens of its own document only."""
+    def mask(b, h, q_idx, kv_idx):
+        return (document_ids[q_idx] == document_ids[kv_idx]) & (q_idx >= kv_idx)
+    return mask
+# --8<-- [end:masks]
 
 
 # --8<-- [start:training]

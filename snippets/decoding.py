@@ -4,17 +4,17 @@
     python -m snippets.decoding --recompiles  # compiles of a decoding step: Python int vs tensor offset
     python -m snippets.decoding --kernels     # which kernel the compiler picks, by query length (CUDA)
 """
+from snippets._cli import ArgumentParser, UsageError, run
+
+# --8<-- [start:block_mask]
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from snippets._cli import ArgumentParser, UsageError, run
-
 MAX_TOKENS = 512  # the KV cache's length: every step reads a cache of this shape
 
 
-# --8<-- [start:block_mask]
 def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 

@@ -69,10 +69,12 @@ def tiny_unet(seed=0):
 
 
 # --8<-- [start:count_calls]
+import diffusers.models.attention_dispatch as dispatch
+import torch
+
+
 def count_flex_calls(model, inputs) -> int:
     """How many times one forward pass under the `flex` backend calls flex_attention."""
-    import diffusers.models.attention_dispatch as dispatch
-
     calls = 0
     original = dispatch.flex_attention.flex_attention
 
@@ -107,12 +109,14 @@ def causal_flex(q, k, v):
 # --8<-- [end:causal]
 
 
-# --8<-- [start:padding]
+# --8<-- [start:masks]
+import torch.nn.functional as F
+
+
 def padding_to_4d(mask, heads, query_tokens):
     """(batch, key tokens) boolean padding mask -> (batch, heads, query tokens, key tokens)."""
     batch, key_tokens = mask.shape
     return mask[:, None, None, :].expand(batch, heads, query_tokens, key_tokens)
-# --8<-- [end:padding]
 
 
 def relative_error(a, b) -> float:
@@ -146,7 +150,6 @@ def key_padding_mask(batch=2, tokens=256, valid=192, device="cpu"):
     return mask
 
 
-# --8<-- [start:masks]
 def mask_behaviour(device="cpu", dtype=torch.float32) -> dict:
     """The `flex` backend against SDPA given the same arguments, for each kind of mask."""
     padding = key_padding_mask(device=device)

@@ -6,9 +6,6 @@
 import os
 import time
 
-import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
 from snippets._cli import ArgumentParser, run
 
 
@@ -25,11 +22,15 @@ def cache_locations() -> dict:
 # --8<-- [end:cache_dirs]
 
 
+# --8<-- [start:warm_up]
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
 def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-# --8<-- [start:warm_up]
 compiled = torch.compile(flex_attention)
 
 

@@ -2,17 +2,16 @@
 
     python -m snippets.paged     # attention over the pages, checked against SDPA for each sequence
 """
-import torch
 import torch.nn.functional as F
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from snippets._cli import UsageError, run
 
-MAX_TOKENS = 512  # the longest a sequence may grow: what a static cache allocates for each
-
-
 # --8<-- [start:paged]
-from torch.nn.attention.experimental._paged_attention import PagedAttention  # noqa: E402 (experimental)
+import torch
+from torch.nn.attention.experimental._paged_attention import PagedAttention  # experimental
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+MAX_TOKENS = 512  # the longest a sequence may grow: what a static cache allocates for each
 
 
 def paged_attention(q, keys, values, page_size=128):

@@ -2,22 +2,12 @@
 
     python -m snippets.quickstart
 """
-import torch
 import torch.nn.functional as F
 
 from snippets._cli import run
 
-# --8<-- [start:version]
-from torch.torch_version import TorchVersion
-
-
-def has_flex_attention(version: str) -> bool:
-    # Compare versions as versions: the string "2.13.0" sorts before "2.5.0".
-    return TorchVersion(version) >= (2, 5)
-# --8<-- [end:version]
-
-
 # --8<-- [start:causal]
+import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 
@@ -32,6 +22,15 @@ def causal_attention(q, k, v, attention=flex_attention):
     )
     return attention(q, k, v, block_mask=block_mask)
 # --8<-- [end:causal]
+
+# --8<-- [start:version]
+from torch.torch_version import TorchVersion
+
+
+def has_flex_attention(version: str) -> bool:
+    # Compare versions as versions: the string "2.13.0" sorts before "2.5.0".
+    return TorchVersion(version) >= (2, 5)
+# --8<-- [end:version]
 
 
 # --8<-- [start:compiled]
@@ -48,6 +47,10 @@ def compare_with_sdpa(device="cpu", dtype=torch.float32, tokens=256, attention=f
 
 
 def main(argv) -> int:
+    # --8<-- [start:call]
+    q, k, v = (torch.randn(2, 4, 256, 64) for _ in range(3))  # batch, heads, tokens, head_dim
+    out = causal_attention(q, k, v)  # not compiled: runs, and warns
+    # --8<-- [end:call]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     attention = compiled_flex_attention if device == "cuda" else flex_attention
     print(f"torch {torch.__version__}, device {device}")

@@ -4,22 +4,20 @@
 """
 import warnings
 
-import torch
-
 from snippets._cli import run
 
 
+# --8<-- [start:missing_helper]
 def missing_helper() -> str:
     """The kernel-building helper some guides call does not exist in PyTorch."""
-    # --8<-- [start:missing_helper]
     from torch.nn.attention import flex_attention
 
     try:
         flex_attention.build_flex_attention_kernels()
     except AttributeError as e:
         return f"AttributeError: {e}"
-    # --8<-- [end:missing_helper]
     return "no error"
+# --8<-- [end:missing_helper]
 
 
 def string_version_check() -> str:
@@ -40,18 +38,20 @@ def string_version_check() -> str:
     return "\n".join(lines)
 
 
+# --8<-- [start:cpu_backward]
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+
 def cpu_backward() -> str:
     """Gradients of FlexAttention on the CPU."""
-    from torch.nn.attention.flex_attention import flex_attention
-
-    # --8<-- [start:cpu_backward]
     q = torch.randn(1, 2, 128, 64, requires_grad=True)
     try:
         flex_attention(q, q, q).sum().backward()
     except NotImplementedError as e:
         return f"NotImplementedError: {e}"
-    # --8<-- [end:cpu_backward]
     return "no error"
+# --8<-- [end:cpu_backward]
 
 
 def eager_warning() -> str:
@@ -68,18 +68,22 @@ def eager_warning() -> str:
     return messages[0].splitlines()[0] if messages else "no warning"
 
 
-def autocast_compiled() -> str:
-    """Compiled FlexAttention inside torch.autocast(bfloat16), forward and backward, on the GPU."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    torch.manual_seed(0)
-    # --8<-- [start:autocast]
+# --8<-- [start:autocast]
+def autocast_forward_backward():
+    """float32 inputs, compiled FlexAttention inside torch.autocast(bfloat16), then backward."""
     q, k, v = (torch.randn(4, 8, 1024, 64, device="cuda", requires_grad=True) for _ in range(3))
     causal = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, 1024, 1024)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out = torch.compile(flex_attention)(q, k, v, block_mask=causal)
     out.float().sum().backward()
-    # --8<-- [end:autocast]
+    return out, q, k, v
+# --8<-- [end:autocast]
+
+
+def autocast_compiled() -> str:
+    """Compiled FlexAttention inside torch.autocast(bfloat16), forward and backward, on the GPU."""
+    torch.manual_seed(0)
+    out, q, k, v = autocast_forward_backward()
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
     error = ((out.double() - want).norm() / want.norm()).item()
     return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {error:.1e}"
@@ -88,8 +92,13 @@ def autocast_compiled() -> str:
 def main(argv) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for check in (missing_helper, string_version_check, cpu_backward):
-            print(check())
+        # --8<-- [start:print_missing_helper]
+        print(missing_helper())
+        # --8<-- [end:print_missing_helper]
+        print(string_version_check())
+        # --8<-- [start:print_cpu_backward]
+        print(cpu_backward())
+        # --8<-- [end:print_cpu_backward]
     return 0
 
 

@@ -68,8 +68,12 @@ def test_decoding_loop_on_the_cpu_matches_the_whole_sequence(observe):
 
 
 def test_compiling_the_decoding_step_fails_on_the_cpu(observe):
-    # The page says so; when PyTorch fixes it, this fails and the page changes.
+    # The page says so of PyTorch 2.13; when PyTorch fixes it, this fails and the page changes.
     from torch._inductor.exc import InductorError
+    from torch.torch_version import TorchVersion
+
+    if TorchVersion(torch.__version__) < (2, 13):
+        pytest.skip(f"the claim is about PyTorch 2.13; this is {torch.__version__}")
 
     with pytest.raises(InductorError, match="LoweringException: ValueError: not enough values to unpack") as failure:
         decoding.check_generation("cpu", compiled=True)

@@ -8,7 +8,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mkdocs.exceptions import PluginError
 
 from tests.helpers import ROOT, python
 
@@ -93,6 +92,8 @@ def test_installed_without_the_checkout(tmp_path):
     ("words/pt.yaml", "observed: {}\n", "words/pt.yaml: observed.seen is missing"),
 ])
 def test_bad_data_stops_the_build_with_one_line(checkout, path, text, message):
+    from mkdocs.exceptions import PluginError
+
     from guide.site.plugin import GuidePlugin
 
     (checkout / path).write_text(text, encoding="utf-8")

@@ -5,7 +5,9 @@ in a fixed order:
 2. performance: tables, charts and sentences from the benchmark records;
 3. claims: the generated claims page (which lists evidence as observed-output markers) and the
    claim badges;
-4. observed: recorded outputs with their environment stamp (after 3, which adds markers).
+4. observed: recorded outputs with their environment stamp (after 3, which adds markers);
+5. downloads: the page as a notebook and a script in its language, made from the result of 1-4,
+   written beside the page after it is built.
 
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
@@ -16,7 +18,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import claims_page, observed, performance, snapshot, translations
+from guide.site import claims_page, downloads, observed, performance, snapshot, translations
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -41,7 +43,10 @@ TEMPLATES = SharedBytecodeCache()
 class GuidePlugin(BasePlugin):
     snapshot = None
 
+    downloads = None  # page URL -> {file name: content}, written in on_post_page
+
     def on_config(self, config):
+        self.downloads = {}
         try:
             self.snapshot = snapshot.load(Path(config.config_file_path).resolve().parent)
         except GuideError as e:
@@ -60,13 +65,20 @@ class GuidePlugin(BasePlugin):
             markdown = translations.transform(markdown, self.snapshot, lang, page, names)
             markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
             markdown = claims_page.transform(markdown, self.snapshot, lang)
-            return observed.transform(markdown, self.snapshot, lang)
+            markdown = observed.transform(markdown, self.snapshot, lang)
+            markdown, self.downloads[page.url] = downloads.transform(
+                markdown, self.snapshot, lang, page, config.get("site_url") or "/")
+            return markdown
         except GuideError as e:
             raise PluginError(str(e)) from None
         except (KeyError, TypeError, ValueError) as e:
             raise PluginError(f"{page.file.src_uri}: the guide's data has an unexpected shape "
                               f"({type(e).__name__}: {e}). Fix: run `python -m guide claims check` "
                               f"and `python -m guide records status`") from None
+
+    def on_post_page(self, output, page, config):
+        downloads.write(config["site_dir"], page, self.downloads.pop(page.url, {}))
+        return output
 
     def on_post_build(self, config):
         translations.copy_sitemaps(Path(config["site_dir"]))

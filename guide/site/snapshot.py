@@ -5,7 +5,7 @@ import dataclasses
 from pathlib import Path
 from types import MappingProxyType
 
-from guide import bench, claims, i18n, project, records
+from guide import bench, claims, i18n, pages, project, records
 from guide.project import GuideError
 
 # What the snapshot reads: a change to any of these files makes a new snapshot.
@@ -23,6 +23,7 @@ class Snapshot:
     words: MappingProxyType          # lang -> part -> key -> text
     stale_outputs: frozenset         # output ids whose sources changed since their record
     translation_table: MappingProxyType  # page -> lang -> current / outdated / missing
+    programs: MappingProxyType       # page with Python code -> its tier (cpu or gpu)
 
     def claim(self, cid):
         for claim in self.registry:
@@ -78,4 +79,5 @@ def build() -> Snapshot:
         stale_outputs=frozenset(key for r in all_records.values() for key in records.stale(r)
                                 if key in r["outputs"]),
         translation_table=MappingProxyType(i18n.table()),
+        programs=MappingProxyType(pages.programs()),
     )

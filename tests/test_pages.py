@@ -1,0 +1,187 @@
+"""A page is a program: each page's Python blocks, in page order and as the built page shows them,
+run as one script (CPU pages here, GPU pages in the GPU tier); each page downloads as a notebook
+and a script in its language, whose code cells are the page's code blocks, and which run."""
+import html.parser
+import os
+import subprocess
+import sys
+
+import pytest
+
+from guide import i18n, pages
+from guide.project import GuideError
+from tests.helpers import ROOT, url_of
+
+LANGS = ("en", "zh", "pt", "hi")
+PROGRAMS = pages.programs()
+CPU_PAGES = sorted(p for p, tier in PROGRAMS.items() if tier == "cpu")
+GPU_PAGES = sorted(p for p, tier in PROGRAMS.items() if tier == "gpu")
+
+
+class CodeBlocks(html.parser.HTMLParser):
+    """The text of each <code> inside a <div class="language-python ..."> of a built page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks, self.depth, self.in_code = [], 0, False
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "div" and "language-python" in classes:
+            self.depth = 1
+        elif tag == "div" and self.depth:
+            self.depth += 1
+        elif tag == "code" and self.depth:
+            self.in_code = True
+            self.blocks.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "code":
+            self.in_code = False
+        elif tag == "div" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.in_code:
+            self.blocks[-1] += data
+
+
+def built_python_blocks(site, lang, page) -> list:
+    parser = CodeBlocks()
+    parser.feed((site / url_of(lang, page).lstrip("/") / "index.html").read_text(encoding="utf-8"))
+    return parser.blocks
+
+
+def run_script(code, cwd, timeout=900):
+    """The code as a reader runs it: `python page.py` in an empty folder, no access to the checkout."""
+    script = cwd / "page.py"
+    script.write_text(code, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
+    if os.environ.get("PYTHONPATH"):  # where the machine's packages are installed (GPU machines)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_pages_with_python_code_are_found():
+    assert {"index.md", "accuracy.md", "masks.md", "decoding.md"} <= set(PROGRAMS)
+    assert "claims.md" not in PROGRAMS  # no code of its own
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("page", sorted(PROGRAMS))
+def test_page_code_is_what_the_built_page_shows(site, page, lang):
+    want = [block.rstrip("\n") for block in pages.python_blocks(page, lang)]
+    assert want, f"{lang}/{page} shows no Python code"
+    assert [block.rstrip("\n") for block in built_python_blocks(site, lang, page)] == want
+
+
+@pytest.mark.parametrize("page", CPU_PAGES)
+def test_cpu_page_runs_as_one_script(page, tmp_path):
+    result = run_script(pages.script(page), tmp_path)
+    assert result.returncode == 0, f"docs/en/{page} as one script fails:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", GPU_PAGES)
+def test_gpu_page_runs_as_one_script(page, tmp_path):
+    import torch
+
+    result = run_script(pages.script(page), tmp_path)
+    assert result.returncode == 0, f"docs/en/{page} as one script fails:\n{result.stderr[-3000:]}"
+    assert torch.cuda.is_available()
+
+
+def test_a_page_that_is_not_a_program_fails(tmp_path):
+    code = pages.script("kernels.md").replace("print(missing_helper())", "print(missing_helpr())")
+    result = run_script(code, tmp_path)
+    assert result.returncode == 1 and "NameError: name 'missing_helpr' is not defined" in result.stderr
+
+
+def test_a_page_without_a_tier_is_refused(checkout):
+    page = checkout / "docs" / "en" / "masks.md"
+    page.write_text(page.read_text(encoding="utf-8").replace("program: cpu\n", "program: fast\n"), encoding="utf-8")
+    with pytest.raises(GuideError, match=r"docs/en/masks.md shows Python code but its front matter has no "
+                                         r"`program: cpu` or `program: gpu` \(found 'fast'\)"):
+        pages.programs()
+
+
+def test_gpu_page_is_one_whose_code_needs_a_gpu(tmp_path):
+    """The tier is not a label: on this CPU machine the GPU pages' code stops for want of CUDA."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the GPU pages run in test_gpu_page_runs_as_one_script")
+    for page in GPU_PAGES:
+        result = run_script(pages.script(page), tmp_path)
+        assert result.returncode != 0 and ("CUDA" in result.stderr), f"docs/en/{page} runs without a GPU: tier it cpu"
+
+
+# The downloads: a notebook and a script per page and language, built with the site.
+
+def notebook(site, lang, page):
+    import nbformat
+
+    folder = site / url_of(lang, page).lstrip("/")
+    return nbformat.read(folder / f"{page.removesuffix('.md')}.ipynb", as_version=nbformat.NO_CONVERT)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("page", sorted(PROGRAMS))
+def test_page_downloads_as_notebook_and_script(site, page, lang):
+    """Valid nbformat v4; code cells = the built page's code blocks = the English notebook's."""
+    import jupytext
+    import nbformat
+
+    nb = notebook(site, lang, page)
+    nbformat.validate(nb)
+    assert nb.nbformat == 4
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert code == [b.rstrip("\n") for b in built_python_blocks(site, lang, page)]
+    assert code == [b.rstrip("\n") for b in pages.python_blocks(page, "en")]
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert i18n.title(lang, page) in prose  # the page's own words, in its language
+    needs = "needs_gpu" if PROGRAMS[page] == "gpu" else "needs_cpu"
+    assert nb.cells[0].source.startswith(i18n.words(lang)["downloads"][needs])
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")  # none invented
+    stem = page.removesuffix(".md")
+    script = (site / url_of(lang, page).lstrip("/") / f"{stem}.py").read_text(encoding="utf-8")
+    assert [c.source for c in jupytext.reads(script, fmt="py:percent").cells if c.cell_type == "code"] == code
+
+
+def execute(nb, cwd):
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("page", CPU_PAGES)
+def test_cpu_notebook_runs(site, page, lang, tmp_path):
+    nb = execute(notebook(site, lang, page), tmp_path)
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+
+
+def test_notebook_execution_fails_on_broken_code(site, tmp_path):
+    from nbclient.exceptions import CellExecutionError
+
+    nb = notebook(site, "en", "kernels.md")
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "print(missing_helper())" in c.source)
+    cell.source = cell.source.replace("print(missing_helper())", "print(missing_helpr())")
+    with pytest.raises(CellExecutionError, match="missing_helpr"):
+        execute(nb, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", GPU_PAGES)
+def test_gpu_notebook_runs(page, tmp_path):
+    """On the GPU machine, which has no site: the notebook made from the English page's Markdown (the
+    code cells of every language's notebook are the same, test_page_downloads_as_notebook_and_script)."""
+    nb = pages.notebook(i18n.body(ROOT / "docs" / "en" / page), i18n.words("en")["downloads"], "gpu")
+    assert [c.source for c in nb.cells if c.cell_type == "code"] == \
+        [b.rstrip("\n") for b in pages.python_blocks(page)]
+    nb = execute(nb, tmp_path)
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert printed.strip(), "the notebook ran but printed nothing"
