@@ -116,15 +116,37 @@ def test_no_request_to_a_third_party_host(site):
         assert not re.search(r"@import|url\((['\"]?)(https?:)?//", path.read_text(encoding="utf-8")), path
 
 
-def test_search_index_covers_every_language(site):
+def test_each_language_has_its_own_search_index(site):
+    """One index per language: its pages only, linked from its folder, searched with its own lunr language."""
     import json
 
-    index = json.loads((site / "search/search_index.json").read_text(encoding="utf-8"))
-    assert set(index["config"]["lang"]) >= {"en", "pt", "hi"}
-    locations = {doc["location"].split("/")[0] for doc in index["docs"]}
-    assert {"zh", "pt", "hi"} <= locations
-    chinese = " ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("zh/"))
+    def index(lang):
+        folder = site if lang == "en" else site / lang
+        return json.loads((folder / "search/search_index.json").read_text(encoding="utf-8"))
+
+    pages = {lang: {doc["location"].split("#")[0] for doc in index(lang)["docs"]} for lang in LANGS}
+    for lang in LANGS:
+        assert index(lang)["config"]["lang"] == [lang]
+        assert pages[lang] == {url_of(lang, page)[len(url_of(lang, "index")):] for page in PAGES}, lang
+    assert "Decodificação com um cache KV" in {doc["title"] for doc in index("pt")["docs"]}
+    chinese = " ".join(doc["text"] for doc in index("zh")["docs"])
     assert "\u200b" in chinese, "Chinese text is segmented into words for search"
+    html = html_of(site, "zh", "kernels.md")
+    config = json.loads(re.search(r'<script id="__config" type="application/json">(.*?)</script>', html, re.S)[1])
+    assert config["base"] == "../../zh/", "the Chinese pages load the Chinese index"
+
+
+def test_a_language_without_search_settings_is_named(tmp_path):
+    import json
+
+    from mkdocs.exceptions import PluginError
+
+    from guide.site import search
+
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search/search_index.json").write_text(json.dumps({"config": {}, "docs": []}))
+    with pytest.raises(PluginError, match=r"^mkdocs.yml: the guide plugin's search option has no settings for hi\. Fix: "):
+        search.split(tmp_path, ["en", "hi"], "en", {"en": {"lang": ["en"]}})
 
 
 def test_snippet_changes_reload_serve():

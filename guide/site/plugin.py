@@ -7,16 +7,20 @@ in a fixed order:
    claim badges;
 4. observed: recorded outputs with their environment stamp (after 3, which adds markers).
 
+After the build, the search index is split into one per language (search.py).
+
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
 from pathlib import Path
 
 import jinja2
+from mkdocs import plugins
+from mkdocs.config import config_options
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import claims_page, observed, performance, snapshot, translations
+from guide.site import claims_page, observed, performance, search, snapshot, translations
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -39,6 +43,8 @@ TEMPLATES = SharedBytecodeCache()
 
 
 class GuidePlugin(BasePlugin):
+    # Per language, the lunr settings of its search index: {lang: [code], pipeline: [...]}.
+    config_scheme = (("search", config_options.Type(dict, default={})),)
     snapshot = None
 
     def on_config(self, config):
@@ -68,5 +74,16 @@ class GuidePlugin(BasePlugin):
                               f"({type(e).__name__}: {e}). Fix: run `python -m guide claims check` "
                               f"and `python -m guide records status`") from None
 
+    def on_post_page(self, output, page, config):
+        i18n = config.plugins["i18n"]
+        if i18n.current_language != i18n.default_language:
+            return search.point_to_language(output, i18n.current_language)
+        return output
+
+    @plugins.event_priority(-150)  # after the i18n plugin, which builds the other languages in its own
     def on_post_build(self, config):
         translations.copy_sitemaps(Path(config["site_dir"]))
+        i18n = config.plugins["i18n"]
+        if not i18n.building:  # the last language is built and the combined search index written
+            search.split(Path(config["site_dir"]), i18n.build_languages, i18n.default_language,
+                         self.config["search"])
