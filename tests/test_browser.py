@@ -113,6 +113,17 @@ def test_search_answers_in_the_readers_language_only(page, server, lang):
     assert any(path.startswith(url_of(lang, "decoding")) for path in paths), paths
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_search_finds_the_page_of_a_glossary_term(page, server, lang):
+    """The language's word for decoding, as its glossary gives it, finds the decoding page first."""
+    import yaml
+
+    term = "decoding" if lang == "en" else \
+        yaml.safe_load((ROOT / "glossary" / f"{lang}.yaml").read_text(encoding="utf-8"))["decoding"]["use"]
+    paths = search(page, server, lang, term)
+    assert paths[0] == url_of(lang, "decoding") and {language_of(path) for path in paths} == {lang}, (term, paths)
+
+
 def test_copy_button_copies_exactly_the_snippet(page, server):
     page.goto(server + "/", wait_until="networkidle")
     page.hover("pre >> nth=0")

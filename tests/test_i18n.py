@@ -138,6 +138,8 @@ PLANTED = {
     "page": ("docs/zh/masks.md", None, "zh", "遮罩", "mask", "掩码"),
     "claim": ("claims/pt.yaml", '  claim: "', "pt", "masks ", "mask", "máscara"),
     "words": ("words/zh.yaml", "  passed: ", "zh", "kernel ", "kernel", "内核"),
+    "Hindi page": ("docs/hi/decoding.md", None, "hi", "decoding", "decoding", "डिकोडिंग"),
+    "Hindi words": ("words/hi.yaml", "  seen: ", "hi", "output ", "output", "आउटपुट"),
 }
 
 
@@ -146,7 +148,8 @@ def test_a_non_glossary_variant_fails_the_check_with_one_line(glossaries, where)
     """A variant in a page, a claim text or an interface word: one line naming the file, the line and
     the glossary's form; the same variant in a claim's quotation of an older guide (`said`) is kept."""
     file, prefix, lang, variant, term, use = PLANTED[where]
-    line = plant(glossaries / file, prefix, variant if prefix else f"每个{variant}都是一个函数。")
+    line = plant(glossaries / file, prefix, variant if prefix else
+                 f"हर {variant} चरण।" if lang == "hi" else f"每个{variant}都是一个函数。")
     if where == "claim":
         plant(glossaries / file, '  said: "', variant)
     assert glossary_lines(lang) == [f'{file}:{line}: "{variant.strip()}" is not the glossary\'s word for {term}. '
@@ -186,3 +189,32 @@ def test_a_malformed_or_missing_glossary_is_named(glossaries):
     (glossaries / "glossary/pt.yaml").write_text("mask: máscara\n", encoding="utf-8")
     with pytest.raises(GuideError, match=r"^glossary/pt.yaml: 'mask' is not `\{use: FORM, not: \[VARIANT, \.\.\.\]\}`\. Fix: "):
         i18n.check()
+
+
+def test_hindi_writes_each_glossary_term_in_one_script():
+    """In the Hindi pages, claim texts and interface words, each term of glossary/hi.yaml is written in
+    Latin letters or in Devanagari, never both. Its Latin forms are the English term itself (and its
+    plural) besides the glossary's; quotations of older guides are kept as written."""
+    import re
+
+    from tests.helpers import ROOT
+
+    def script(word):
+        return "Devanagari" if re.search("[\u0900-\u097f]", word) else "Latin"
+
+    def found(form, text):
+        if script(form) == "Devanagari":
+            return form in text
+        return re.search(rf"(?<![A-Za-z0-9_.\-]){re.escape(form)}(?:e?s)?(?![A-Za-z0-9_(\-])", text, re.I)
+
+    texts = [line for page in sorted((ROOT / "docs/hi").glob("*.md")) for _, line in i18n.page_lines(page)]
+    texts += [text for _, text in i18n.yaml_lines(ROOT / "words/hi.yaml")]
+    texts += [text for _, text in i18n.yaml_lines(ROOT / "claims/hi.yaml", skip=("said",))]
+    prose = "\n".join(texts)
+    mixed = {}
+    for term, entry in i18n.glossary("hi").items():
+        forms = {term, entry["use"], *entry.get("not", [])}
+        scripts = {script(form) for form in forms if found(form, prose)}
+        if len(scripts) > 1:
+            mixed[term] = sorted(form for form in forms if found(form, prose))
+    assert not mixed, f"written in two scripts: {mixed}"
