@@ -197,16 +197,31 @@ def test_site_workflow_deploys_only_main():
 
 
 def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
-    """Portuguese pages write a decimal comma in generated numbers; program output stays as printed."""
+    """Portuguese pages write a decimal comma and a Portuguese date in what the guide generates (the
+    performance page's tables and sentences, the claims page's measured figures, the stamps of
+    recorded outputs); program output stays as printed."""
+    import datetime
+
     from guide import bench, records
 
     record = next(iter(bench.load_all().values()))
-    ratios = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
-    english = f"{min(ratios):.2f}–{max(ratios):.2f}×"
-    assert english in html_of(site, "en", "performance.md")
-    assert english.replace(".", ",") in html_of(site, "pt", "performance.md")
-    assert english not in html_of(site, "pt", "performance.md")
+    cudnn = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
+    fa2 = bench.ratios(record, "training", "flex", "sdpa_flash", "forward_backward_ms")
+    for page, english in (("performance.md", f"{min(cudnn):.2f}–{max(cudnn):.2f}×"),
+                          ("performance.md", f"{min(fa2):.2f}×"), ("claims.md", f"{min(fa2):.2f}×")):
+        assert english in html_of(site, "en", page), (page, english)
+        assert english.replace(".", ",") in html_of(site, "pt", page), (page, english)
+        assert english not in html_of(site, "pt", page), (page, english)
+    day = datetime.date.fromisoformat(records.load("cpu")["environment"]["date"])
+    month = ("janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro"
+             .split()[day.month - 1])
+    stamp = re.search(r'class="observed-stamp"><small>(.*?)</small>', html_of(site, "pt", "index.md"))[1]
+    assert stamp.endswith(f", {day.day} de {month} de {day.year}") and day.isoformat() not in stamp, stamp
     raw = records.load("cpu")["outputs"]["troubleshooting.string_version"]["text"].splitlines()[0]
     for lang in LANGS:  # the recorded output, character for character (HTML-escaped quotes aside)
         page = html_of(site, lang, "index.md").replace("&#39;", "'").replace("&quot;", '"')
         assert raw.split(" = ")[1].split(" ")[0] in page, lang
+    tf32 = next(r["outputs"]["accuracy.tf32"]["text"] for r in records.all_records().values()
+                if "accuracy.tf32" in r["outputs"])
+    claims = html_of(site, "pt", "claims.md").replace("&#39;", "'")
+    assert all(line in claims for line in tf32.splitlines()), "the claims page shows the output as printed"

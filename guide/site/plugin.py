@@ -2,10 +2,12 @@
 in a fixed order:
 
 1. translations: the outdated-translation banner and the translation-status table;
-2. performance: tables, charts and sentences from the benchmark records;
-3. claims: the generated claims page (which lists evidence as observed-output markers) and the
-   claim badges;
-4. observed: recorded outputs with their environment stamp (after 3, which adds markers).
+2. claims: the generated claims page (which lists evidence as observed-output and benchmark
+   markers) and the claim badges;
+3. performance: tables, charts and sentences from the benchmark records (after 2, which adds markers);
+4. observed: recorded outputs with their environment stamp (after 2, which adds markers).
+
+Numbers and dates that these steps generate are in the page's locale (numbers.py).
 
 After the build, the search index is split into one per language (search.py).
 
@@ -20,7 +22,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import claims_page, observed, performance, search, snapshot, translations
+from guide.site import claims_page, numbers, observed, performance, search, snapshot, translations
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -63,9 +65,10 @@ class GuidePlugin(BasePlugin):
         lang = i18n.current_language
         names = {entry.locale: entry.name for entry in i18n.config.languages}
         try:
+            numbers.use(lang)
             markdown = translations.transform(markdown, self.snapshot, lang, page, names)
-            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
             markdown = claims_page.transform(markdown, self.snapshot, lang)
+            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
             return observed.transform(markdown, self.snapshot, lang)
         except GuideError as e:
             raise PluginError(str(e)) from None
