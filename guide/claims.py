@@ -183,6 +183,10 @@ def check() -> list:
                 elif f"<!-- claim: {cid} -->" not in section[1]:
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']}#{claim['section']} "
                                     f"does not mark it with <!-- claim: {cid} -->")
+                else:
+                    problems += [f"claim {cid!r}: docs/{lang}/{claim['page']}#{claim['section']} does not show "
+                                 f"its figures <!-- bench: {name} -->" for name in claim.get("figures", [])
+                                 if f"<!-- bench: {name} -->" not in section[1]]
     for lang in project.languages():
         problems += [f"claims/{lang}.yaml: {i!r} is not in claims/registry.yaml"
                      for i in sorted(set(texts(lang)) - set(ids))]

@@ -7,6 +7,10 @@
 The site's interface words (labels, badges, banners, the performance page's sentences) are in
 words/<lang>.yaml, one file per language with the keys and placeholders of words/en.yaml.
 
+glossary/<lang>.yaml gives, for each technical term of the guide, the one form that language uses
+and the variants it does not (`term: {use: FORM, not: [VARIANT, ...]}`); the check finds a variant
+in a page's prose, a claim's text or an interface word and names the file, the line and the form.
+
 A translated page docs/<lang>/<page> starts with front matter naming the hash of the English page
 it was translated from (`source_sha256`). When the English page changes, the translation is
 "outdated" (the site shows a banner) until it is translated again and synced.
@@ -28,6 +32,10 @@ def docs() -> Path:
 
 def words_folder() -> Path:
     return project.path("words")
+
+
+def glossary_folder() -> Path:
+    return project.path("glossary")
 
 
 def english_pages() -> list:
@@ -86,7 +94,7 @@ ENGLISH = set("the and of is are to with that this for it on by be not which whe
 def prose(text: str):
     """The sentences of the prose: no code, no markers, no link targets, no front matter."""
     text = re.sub(r"^\s*```.*?^\s*```", " ", text, flags=re.S | re.M)
-    text = re.sub(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)|\{#[\w-]+\}|<[^>]+>|https?://\S+", " ", text)
+    text = re.sub(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)|\{#[\w-]+\}|<[^>\n]+>|https?://\S+", " ", text)
     return [s for s in re.split(r"(?<=[.!?。！？।:：])\s+|\n\s*\n|\|", text) if s.strip()]
 
 
@@ -157,6 +165,109 @@ def words_problems(lang: str) -> list:
     return found
 
 
+# What the glossary does not apply to: code blocks, include lines, inline code, HTML comments (markers),
+# link targets, attribute lists and heading ids, HTML tags, addresses, quotations ("…", “…”: an older
+# guide's words or a program's message, kept as written) and an English original given in full-width
+# brackets after a Chinese term (推测解码（speculative decoding）).
+NOT_PROSE = re.compile(r"^\s*```.*?^\s*```|^[^\n]*--8<--[^\n]*$|`[^`\n]*`|<!--.*?-->|\]\([^)]*\)|\{[#.:][^}]*\}"
+                       r'|<[^>\n]+>|https?://\S+|"[^"\n]*"|“[^”\n]*”|（[\x20-\x7e]+）', re.S | re.M)
+
+
+def blank(text: str, pattern=NOT_PROSE) -> str:
+    """text with what pattern matches replaced by spaces, so that lines and columns stay put."""
+    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
+def page_lines(path: Path):
+    """(line number, prose of that line) for a page: front matter, code and markup blanked."""
+    text = path.read_text(encoding="utf-8")
+    offset = text[:len(text) - len(split_front(text)[1])].count("\n")
+    for number, line in enumerate(blank(split_front(text)[1]).splitlines(), start=offset + 1):
+        if line.strip():
+            yield number, line
+
+
+def yaml_lines(path: Path, skip=()):
+    """(line number, text) of each string in a YAML file, except those under a key in skip;
+    placeholders ({gpu}, {lo:.2f}) and inline code blanked."""
+    import yaml
+
+    def walk(node):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value not in skip:
+                    yield from walk(value)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                yield from walk(item)
+        elif isinstance(node, yaml.ScalarNode):
+            yield node.start_mark.line + 1, blank(blank(node.value), PLACEHOLDER)
+
+    yield from walk(yaml.compose(path.read_text(encoding="utf-8")))
+
+
+# A variant is found as a word of its own: not inside a longer word and not part of an identifier or
+# a hyphenated name (mask in BlockMask, mask_mod or torch.mask; attention in flash-attention). Where a
+# word starts and ends depends on the script of its first and last letters: Python's \b takes
+# Devanagari's vowel signs (ि, ों) for word ends, and Chinese has no spaces between words, so a
+# Chinese variant is found anywhere.
+LATIN = "A-Za-z0-9_\u00c0-\u024f"
+DEVANAGARI = "\u0900-\u097f\ua8e0-\ua8ff\u200c\u200d"
+
+
+def edge(char: str, before: bool) -> str:
+    if re.match(f"[{LATIN}]", char):
+        return rf"(?<![{LATIN}.\-])" if before else rf"(?![{LATIN}(\-]|\.\w)"
+    if re.match(f"[{DEVANAGARI}]", char):
+        return rf"(?<![{DEVANAGARI}])" if before else rf"(?![{DEVANAGARI}])"
+    return ""
+
+
+def variant_pattern(variant: str) -> str:
+    return edge(variant[0], True) + re.escape(variant) + edge(variant[-1], False)
+
+
+def glossary(lang: str) -> dict:
+    """glossary/<lang>.yaml: {term: {"use": form, "not": [variants]}}; a malformed file is a GuideError."""
+    entries = project.parsed(glossary_folder() / f"{lang}.yaml") or {}
+    for term, entry in entries.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("use"), str) and set(entry) <= {"use", "not"}
+                and all(isinstance(v, str) and v.strip() for v in entry.get("not") or [])):
+            raise GuideError(f"glossary/{lang}.yaml: {term!r} is not `{{use: FORM, not: [VARIANT, ...]}}`",
+                             f"write it as `{term}: {{use: ..., not: [...]}}`")
+    return entries
+
+
+def glossary_texts(lang: str):
+    """(file, line number, text) of everything the glossary applies to: the pages' prose, the claims'
+    own texts (not `said`, which quotes an older guide as it was written) and the interface words."""
+    for page in sorted((docs() / lang).glob("*.md")):
+        yield from ((f"docs/{lang}/{page.name}", n, line) for n, line in page_lines(page))
+    for name, skip in ((f"claims/{lang}.yaml", ("said",)), (f"words/{lang}.yaml", ())):
+        if project.path(name).exists():
+            yield from ((name, n, text) for n, text in yaml_lines(project.path(name), skip))
+
+
+def glossary_problems(lang: str) -> list:
+    """One line for each non-glossary variant found: the file, the line and the glossary form."""
+    entries = glossary(lang)
+    variants = {v.lower(): (term, e["use"]) for term, e in entries.items() for v in e.get("not") or []}
+    if not variants:
+        return []
+    # The glossary's own forms are found too, so that a variant inside one is not (attention in the
+    # Portuguese "grouped-query attention"); the longest first: "block mask" before "mask".
+    words = sorted({*variants, *(e["use"].lower() for e in entries.values())}, key=len, reverse=True)
+    pattern = re.compile("|".join(variant_pattern(w) for w in words), re.I)
+    found = []
+    for file, number, text in glossary_texts(lang):
+        for match in pattern.finditer(text):
+            if match.group().lower() in variants:
+                term, use = variants[match.group().lower()]
+                found.append(f'{file}:{number}: "{match.group()}" is not the glossary\'s word for {term}. '
+                             f'Fix: write "{use}" (glossary/{lang}.yaml)')
+    return found
+
+
 def check() -> list:
     found = []
     for lang in project.translations():
@@ -165,6 +276,10 @@ def check() -> list:
         for page in english_pages():
             found += problems(lang, page)
         found += words_problems(lang)
+        if not (glossary_folder() / f"{lang}.yaml").exists():
+            found.append(f"glossary/{lang}.yaml is missing. Fix: write it: one `term: {{use: FORM, not: [...]}}` a line")
+        else:
+            found += glossary_problems(lang)
     return found
 
 

@@ -78,6 +78,22 @@ def test_every_page_loads_cleanly_and_the_switcher_keeps_the_page(page, server, 
     assert not page.problems, page.problems
 
 
+def search(page, server, lang, query) -> list:
+    """The paths of the results the search box of lang's home page lists for query."""
+    page.goto(server + url_of(lang, "index"), wait_until="networkidle")
+    page.fill("input.md-search__input", query)
+    page.keyboard.type(" ")  # a key press starts the search, as a reader's typing does
+    page.wait_for_selector(".md-search-result__item", timeout=15000)
+    links = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
+    assert not page.problems, page.problems
+    return [urlsplit(link).path for link in links]
+
+
+def language_of(path) -> str:
+    first = path.strip("/").split("/")[0]
+    return first if first in LANGS else "en"
+
+
 # A word of each language that its pages use, and the page it must find.
 SEARCH = {"en": ("cache", "kernels"), "zh": ("缓存", "kernels"), "pt": ("máscaras", "dispatch"),
           "hi": ("अनुवाद", "translations")}
@@ -86,13 +102,27 @@ SEARCH = {"en": ("cache", "kernels"), "zh": ("缓存", "kernels"), "pt": ("másc
 @pytest.mark.parametrize("lang", LANGS)
 def test_search_finds_a_word_of_each_language(page, server, lang):
     word, expected = SEARCH[lang]
-    page.goto(server + url_of(lang, "index"), wait_until="networkidle")
-    page.fill("input.md-search__input", word)
-    page.keyboard.type(" ")  # a key press starts the search, as a reader's typing does
-    page.wait_for_selector(".md-search-result__item", timeout=15000)
-    links = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
-    assert any(urlsplit(link).path.startswith(url_of(lang, expected)) for link in links), (word, links)
-    assert not page.problems, page.problems
+    paths = search(page, server, lang, word)
+    assert any(path.startswith(url_of(lang, expected)) for path in paths), (word, paths)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_search_answers_in_the_readers_language_only(page, server, lang):
+    """BlockMask is written the same way in every language: each language's search lists its own pages."""
+    paths = search(page, server, lang, "BlockMask")
+    assert paths and {language_of(path) for path in paths} == {lang}, paths
+    assert any(path.startswith(url_of(lang, "decoding")) for path in paths), paths
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_search_finds_the_page_of_a_glossary_term(page, server, lang):
+    """The language's word for decoding, as its glossary gives it, finds the decoding page first."""
+    import yaml
+
+    term = "decoding" if lang == "en" else \
+        yaml.safe_load((ROOT / "glossary" / f"{lang}.yaml").read_text(encoding="utf-8"))["decoding"]["use"]
+    paths = search(page, server, lang, term)
+    assert paths[0] == url_of(lang, "decoding") and {language_of(path) for path in paths} == {lang}, (term, paths)
 
 
 def test_copy_button_copies_exactly_the_snippet(page, server):

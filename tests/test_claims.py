@@ -212,6 +212,15 @@ def test_check_names_each_problem_in_one_line(monkeypatch):
     assert all("\n" not in p for p in problems)
 
 
+def test_a_claims_figures_stand_next_to_it_on_its_page(checkout):
+    """A claim's `figures` are the performance page's sentences next to its marker, in every language."""
+    assert claims.check() == []
+    page = checkout / "docs/pt/performance.md"
+    page.write_text(page.read_text(encoding="utf-8").replace("<!-- bench: seed-fa2 -->", ""), encoding="utf-8")
+    assert claims.check() == ["claim 'perf-fa2': docs/pt/performance.md#seed-claims does not show its figures "
+                              "<!-- bench: seed-fa2 -->"]
+
+
 def test_cli_check_and_status(records_in_use):
     from tests.helpers import python
 

@@ -1,4 +1,5 @@
 """Translations: structure, prose, and the outdated / missing states with their banner."""
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -105,3 +106,115 @@ def test_cli():
     for args in ("sync xx", "sync zh nowhere.md", "frobnicate"):
         result = python(f"-m guide i18n {args}", cwd=ROOT)
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error:"), args
+
+
+@pytest.fixture
+def glossaries(checkout):
+    """The checkout's copy with the glossaries too."""
+    shutil.copytree(ROOT / "glossary", checkout / "glossary")
+    return checkout
+
+
+def glossary_lines(lang):
+    return [p for p in i18n.check() if f"(glossary/{lang}.yaml)" in p]
+
+
+def plant(path, prefix, text) -> int:
+    """text put at the start of the first line of path that starts with prefix (at its end if None);
+    the number of that line."""
+    lines = path.read_text(encoding="utf-8").splitlines(True)
+    if prefix is None:
+        lines.append(text + "\n")
+        number = len(lines)
+    else:
+        number = next(i for i, line in enumerate(lines, 1) if line.startswith(prefix))
+        lines[number - 1] = lines[number - 1].replace(prefix, prefix + text, 1)
+    path.write_text("".join(lines), encoding="utf-8")
+    return number
+
+
+# Where a variant is planted: the file, the start of its line, the language, the variant, its term, the form.
+PLANTED = {
+    "page": ("docs/zh/masks.md", None, "zh", "遮罩", "mask", "掩码"),
+    "claim": ("claims/pt.yaml", '  claim: "', "pt", "masks ", "mask", "máscara"),
+    "words": ("words/zh.yaml", "  passed: ", "zh", "kernel ", "kernel", "内核"),
+    "Hindi page": ("docs/hi/decoding.md", None, "hi", "decoding", "decoding", "डिकोडिंग"),
+    "Hindi words": ("words/hi.yaml", "  seen: ", "hi", "output ", "output", "आउटपुट"),
+}
+
+
+@pytest.mark.parametrize("where", PLANTED)
+def test_a_non_glossary_variant_fails_the_check_with_one_line(glossaries, where):
+    """A variant in a page, a claim text or an interface word: one line naming the file, the line and
+    the glossary's form; the same variant in a claim's quotation of an older guide (`said`) is kept."""
+    file, prefix, lang, variant, term, use = PLANTED[where]
+    line = plant(glossaries / file, prefix, variant if prefix else
+                 f"हर {variant} चरण।" if lang == "hi" else f"每个{variant}都是一个函数。")
+    if where == "claim":
+        plant(glossaries / file, '  said: "', variant)
+    assert glossary_lines(lang) == [f'{file}:{line}: "{variant.strip()}" is not the glossary\'s word for {term}. '
+                                    f'Fix: write "{use}" (glossary/{lang}.yaml)']
+
+
+def test_code_identifiers_quotations_and_longer_words_are_not_flagged(glossaries):
+    path = glossaries / "docs/pt/masks.md"
+    path.write_text(path.read_text(encoding="utf-8") + (
+        "\nUse `mask` ou a `BlockMask`, `create_block_mask`, BlockMask, mask_mod, and_masks, block_mask.shape,"
+        " torch.mask, flash-attention, unmasked, [máscaras](masks.md#mask), <!-- mask -->,"
+        ' o antigo "mask is a function" e a grouped-query attention.\n'
+        "\n```python\n--8<-- \"snippets/masks.py:mask_mods\"\n```\n"), encoding="utf-8")
+    assert glossary_lines("pt") == []
+    path.write_text(path.read_text(encoding="utf-8") + "\nA attention mask.\n", encoding="utf-8")
+    assert [p.split(": ", 1)[1][:13] for p in glossary_lines("pt")] == ['"attention" i', '"mask" is not']
+
+
+def test_word_ends_in_devanagari_and_chinese():
+    """Python's \\b takes Devanagari vowel signs for word ends (मास्क in मास्कों); Chinese has no spaces."""
+    import re
+
+    assert re.search(r"\bमास्क\b", "तीन मास्कों से")  # the trap: \b stops before the vowel sign ो
+    assert not re.search(i18n.variant_pattern("मास्क"), "तीन मास्कों से")
+    assert not re.search(i18n.variant_pattern("मास्क"), "एकमास्क")
+    assert re.search(i18n.variant_pattern("मास्क"), "एक मास्क, और")
+    assert re.search(i18n.variant_pattern("mask"), "一个mask的")  # Latin inside Chinese text
+    assert re.search(i18n.variant_pattern("遮罩"), "一个遮罩的")
+    assert not re.search(i18n.variant_pattern("mask"), "a mask_mod and BlockMask")
+
+
+def test_a_malformed_or_missing_glossary_is_named(glossaries):
+    from guide.project import GuideError
+
+    (glossaries / "glossary/hi.yaml").unlink()
+    assert "glossary/hi.yaml is missing. Fix: write it: one `term: {use: FORM, not: [...]}` a line" in i18n.check()
+    (glossaries / "glossary/pt.yaml").write_text("mask: máscara\n", encoding="utf-8")
+    with pytest.raises(GuideError, match=r"^glossary/pt.yaml: 'mask' is not `\{use: FORM, not: \[VARIANT, \.\.\.\]\}`\. Fix: "):
+        i18n.check()
+
+
+def test_hindi_writes_each_glossary_term_in_one_script():
+    """In the Hindi pages, claim texts and interface words, each term of glossary/hi.yaml is written in
+    Latin letters or in Devanagari, never both. Its Latin forms are the English term itself (and its
+    plural) besides the glossary's; quotations of older guides are kept as written."""
+    import re
+
+    from tests.helpers import ROOT
+
+    def script(word):
+        return "Devanagari" if re.search("[\u0900-\u097f]", word) else "Latin"
+
+    def found(form, text):
+        if script(form) == "Devanagari":
+            return form in text
+        return re.search(rf"(?<![A-Za-z0-9_.\-]){re.escape(form)}(?:e?s)?(?![A-Za-z0-9_(\-])", text, re.I)
+
+    texts = [line for page in sorted((ROOT / "docs/hi").glob("*.md")) for _, line in i18n.page_lines(page)]
+    texts += [text for _, text in i18n.yaml_lines(ROOT / "words/hi.yaml")]
+    texts += [text for _, text in i18n.yaml_lines(ROOT / "claims/hi.yaml", skip=("said",))]
+    prose = "\n".join(texts)
+    mixed = {}
+    for term, entry in i18n.glossary("hi").items():
+        forms = {term, entry["use"], *entry.get("not", [])}
+        scripts = {script(form) for form in forms if found(form, prose)}
+        if len(scripts) > 1:
+            mixed[term] = sorted(form for form in forms if found(form, prose))
+    assert not mixed, f"written in two scripts: {mixed}"

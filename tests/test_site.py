@@ -116,15 +116,37 @@ def test_no_request_to_a_third_party_host(site):
         assert not re.search(r"@import|url\((['\"]?)(https?:)?//", path.read_text(encoding="utf-8")), path
 
 
-def test_search_index_covers_every_language(site):
+def test_each_language_has_its_own_search_index(site):
+    """One index per language: its pages only, linked from its folder, searched with its own lunr language."""
     import json
 
-    index = json.loads((site / "search/search_index.json").read_text(encoding="utf-8"))
-    assert set(index["config"]["lang"]) >= {"en", "pt", "hi"}
-    locations = {doc["location"].split("/")[0] for doc in index["docs"]}
-    assert {"zh", "pt", "hi"} <= locations
-    chinese = " ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("zh/"))
+    def index(lang):
+        folder = site if lang == "en" else site / lang
+        return json.loads((folder / "search/search_index.json").read_text(encoding="utf-8"))
+
+    pages = {lang: {doc["location"].split("#")[0] for doc in index(lang)["docs"]} for lang in LANGS}
+    for lang in LANGS:
+        assert index(lang)["config"]["lang"] == [lang]
+        assert pages[lang] == {url_of(lang, page)[len(url_of(lang, "index")):] for page in PAGES}, lang
+    assert "Decodificação com um cache KV" in {doc["title"] for doc in index("pt")["docs"]}
+    chinese = " ".join(doc["text"] for doc in index("zh")["docs"])
     assert "\u200b" in chinese, "Chinese text is segmented into words for search"
+    html = html_of(site, "zh", "kernels.md")
+    config = json.loads(re.search(r'<script id="__config" type="application/json">(.*?)</script>', html, re.S)[1])
+    assert config["base"] == "../../zh/", "the Chinese pages load the Chinese index"
+
+
+def test_a_language_without_search_settings_is_named(tmp_path):
+    import json
+
+    from mkdocs.exceptions import PluginError
+
+    from guide.site import search
+
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search/search_index.json").write_text(json.dumps({"config": {}, "docs": []}))
+    with pytest.raises(PluginError, match=r"^mkdocs.yml: the guide plugin's search option has no settings for hi\. Fix: "):
+        search.split(tmp_path, ["en", "hi"], "en", {"en": {"lang": ["en"]}})
 
 
 def test_snippet_changes_reload_serve():
@@ -175,16 +197,31 @@ def test_site_workflow_deploys_only_main():
 
 
 def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
-    """Portuguese pages write a decimal comma in generated numbers; program output stays as printed."""
+    """Portuguese pages write a decimal comma and a Portuguese date in what the guide generates (the
+    performance page's tables and sentences, the claims page's measured figures, the stamps of
+    recorded outputs); program output stays as printed."""
+    import datetime
+
     from guide import bench, records
 
     record = next(iter(bench.load_all().values()))
-    ratios = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
-    english = f"{min(ratios):.2f}–{max(ratios):.2f}×"
-    assert english in html_of(site, "en", "performance.md")
-    assert english.replace(".", ",") in html_of(site, "pt", "performance.md")
-    assert english not in html_of(site, "pt", "performance.md")
+    cudnn = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
+    fa2 = bench.ratios(record, "training", "flex", "sdpa_flash", "forward_backward_ms")
+    for page, english in (("performance.md", f"{min(cudnn):.2f}–{max(cudnn):.2f}×"),
+                          ("performance.md", f"{min(fa2):.2f}×"), ("claims.md", f"{min(fa2):.2f}×")):
+        assert english in html_of(site, "en", page), (page, english)
+        assert english.replace(".", ",") in html_of(site, "pt", page), (page, english)
+        assert english not in html_of(site, "pt", page), (page, english)
+    day = datetime.date.fromisoformat(records.load("cpu")["environment"]["date"])
+    month = ("janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro"
+             .split()[day.month - 1])
+    stamp = re.search(r'class="observed-stamp"><small>(.*?)</small>', html_of(site, "pt", "index.md"))[1]
+    assert stamp.endswith(f", {day.day} de {month} de {day.year}") and day.isoformat() not in stamp, stamp
     raw = records.load("cpu")["outputs"]["troubleshooting.string_version"]["text"].splitlines()[0]
     for lang in LANGS:  # the recorded output, character for character (HTML-escaped quotes aside)
         page = html_of(site, lang, "index.md").replace("&#39;", "'").replace("&quot;", '"')
         assert raw.split(" = ")[1].split(" ")[0] in page, lang
+    tf32 = next(r["outputs"]["accuracy.tf32"]["text"] for r in records.all_records().values()
+                if "accuracy.tf32" in r["outputs"])
+    claims = html_of(site, "pt", "claims.md").replace("&#39;", "'")
+    assert all(line in claims for line in tf32.splitlines()), "the claims page shows the output as printed"

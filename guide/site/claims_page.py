@@ -2,14 +2,17 @@
 
 `<!-- claim: ID -->` after a statement becomes a badge with the claim's verdict, linked to its
 entry on the claims page; `<!-- claims -->` on claims.md becomes the list of every claim with its
-verdict per recorded environment. The claims page lists evidence as `<!-- observed: ID -->`
-markers, so it runs before the recorded outputs are rendered (plugin.py).
+verdict per recorded environment. The claims page lists evidence as `<!-- observed: ID -->` and
+`<!-- bench: NAME -->` markers (a claim's recorded outputs and measured figures), so it runs before
+the performance sentences and the recorded outputs are rendered (plugin.py); its own numbers are in
+the page's locale (numbers.py).
 """
 import re
 
 from mkdocs.exceptions import PluginError
 
 from guide import claims, i18n
+from guide.site import numbers
 
 ICON = {"passed": "✓", "failed": "✗", "stale": "⚠", "pending": "…", "skipped": "", "not-run": ""}
 
@@ -41,8 +44,11 @@ def cell(verdict, words):
 
 
 def evidence_markers(snapshot, claim):
+    """The claim's recorded outputs (`evidence`) and the sentences of the performance page that give
+    its measured figures (`figures`), as markers that the later steps render."""
     recorded = {oid for r in snapshot.records.values() for oid in r["outputs"]}
-    return [f"<!-- observed: {oid}{'' if oid in recorded else ' gpu'} -->" for oid in claim.get("evidence", [])]
+    return ([f"<!-- observed: {oid}{'' if oid in recorded else ' gpu'} -->" for oid in claim.get("evidence", [])]
+            + [f"<!-- bench: {name} -->" for name in claim.get("figures", [])])
 
 
 def claims_page(snapshot, lang):
@@ -54,9 +60,8 @@ def claims_page(snapshot, lang):
                           f"Fix: translate them from claims/en.yaml (python -m guide claims check)")
     envs = {name: env_name(r["environment"]) for name, r in snapshot.records.items()}
     pages = [p for p in dict.fromkeys(c["page"] for c in registry if c.get("page"))]
-    out = [words["summary"].format(n=len(registry), p=len(pages),
-                                   c=sum(c.get("seed") == "corrected" for c in registry),
-                                   envs=", ".join(envs.values())), ""]
+    out = [numbers.say(words["summary"], n=len(registry), p=len(pages),
+                       c=sum(c.get("seed") == "corrected" for c in registry), envs=", ".join(envs.values())), ""]
     sections = {page: claims.sections(lang, page) for page in pages}
 
     def where(claim):
@@ -79,7 +84,8 @@ def claims_page(snapshot, lang):
         if claim.get("seed") == "other-quantity":
             t = text[claim["id"]]
             out += [f"!!! quote \"{words['said']}\"", f"    {quoted(t['said'])}", "",
-                    f"**{words['observed']}:** {t['claim']} ({where(claim)}, [#](#claim-{claim['id']}))", "", "---", ""]
+                    f"**{words['observed']}:** {t['claim']} ({where(claim)}, [#](#claim-{claim['id']}))", ""]
+            out += [m for marker in evidence_markers(snapshot, claim) for m in (marker, "")] + ["---", ""]
 
     out += [f"## {words['by-page']} {{#by-page}}", ""]
     for page in pages:

@@ -1,10 +1,13 @@
 """`<!-- observed: ID -->` in a page becomes the output a recorded run produced, with the stamp of
 the environment that produced it; if the code behind it changed since, the page says the output is
 not verified for the current code. `<!-- observed: ID gpu -->` is an output only a GPU run records:
-until one does, the page says so. Any other ID with no record fails the build."""
+until one does, the page says so. Any other ID with no record fails the build. The stamp's date is
+in the page's locale; the output itself stays exactly as the program printed it."""
 import re
 
 from mkdocs.exceptions import PluginError
+
+from guide.site import numbers
 
 MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)? -->$", re.M)
 
@@ -15,7 +18,7 @@ def stamp(env):
              f"torch {env.get('torch')}", env.get("cuda") and f"CUDA {env['cuda']}",
              env.get("triton") and f"Triton {env['triton']}",
              env.get("diffusers") and f"diffusers {env['diffusers']}",
-             f"Python {env.get('python')}", env.get("date")]
+             f"Python {env.get('python')}", env.get("date") and numbers.date(env["date"])]
     return ", ".join(p for p in parts if p)
 
 

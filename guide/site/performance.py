@@ -2,8 +2,9 @@
 
 `<!-- bench: NAME -->` becomes a table, a chart (an SVG file drawn by matplotlib, its text in the
 page's language) or a sentence whose numbers come from records/bench/*.json; nothing on the page
-is typed by hand. A record older than snippets/bench.py is marked as such. BLOCKS names the
-tables and charts, SENTENCES the values each sentence of words/<lang>.yaml takes from a record.
+is typed by hand, and its numbers and dates are in the page's locale (numbers.py). A record older
+than snippets/bench.py is marked as such. BLOCKS names the tables and charts, SENTENCES the values
+each sentence of words/<lang>.yaml takes from a record.
 """
 import functools
 import hashlib
@@ -11,13 +12,14 @@ import io
 import json
 import re
 import shutil
-import string
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
 from guide import bench as report
 from guide import project
+from guide.site import numbers
+from guide.site.numbers import date, number, say
 
 MARKER = re.compile(r"<!-- bench: ([\w-]+) -->")
 NAMES = {"flex": "FlexAttention", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
@@ -28,41 +30,6 @@ def name(variant, w):
     """A variant's label: a kernel's name, or words of the page's language for a layout."""
     return NAMES.get(variant) or w["name_" + variant]
 
-
-
-# Numbers in the reader's locale (Babel): 1.21× in English, 1,21× in Portuguese; raw program
-# output elsewhere on the site stays as printed. The page being rendered sets the locale.
-LOCALES = {"en": "en_US", "zh": "zh_Hans_CN", "pt": "pt_BR", "hi": "hi_IN"}
-_locale = ["en_US"]
-
-
-def number(value, spec="") -> str:
-    """value formatted as Python's format(value, spec) would, in the page's locale: .Nf, .N%, .Ng."""
-    from babel.numbers import format_decimal, format_percent
-
-    match = re.fullmatch(r"\.(\d+)([fg%])", spec)
-    if match is None:
-        return format_decimal(value, locale=_locale[0]) if isinstance(value, int) and not spec else format(value, spec)
-    digits, kind = int(match[1]), match[2]
-    decimals = "." + "0" * digits if digits else ""
-    if kind == "f":
-        return format_decimal(value, format="#,##0" + decimals, locale=_locale[0])
-    if kind == "%":
-        return format_percent(value, format="#,##0" + decimals + "%", locale=_locale[0])
-    return format_decimal(value, format="@" + "#" * (digits - 1), locale=_locale[0])
-
-
-class LocaleFormatter(string.Formatter):
-    """str.format with the numbers in the page's locale."""
-
-    def format_field(self, value, spec):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return number(value, spec)
-        return super().format_field(value, spec)
-
-
-def say(template, **values) -> str:
-    return LocaleFormatter().format(template, **values)
 
 
 def fmt(value, digits=3):
@@ -93,12 +60,12 @@ CHART_URL = "CHARTS_URL"  # replaced by the path from the page to the site's ass
 
 
 def cached(draw):
-    """A chart drawn once per version of its records, language and this file: matplotlib takes a
+    """A chart drawn once per version of its records, language and code: matplotlib takes a
     second or two per chart, and the site draws 28 of them in four languages."""
     @functools.wraps(draw)
     def chart(lang, records):
         key = hashlib.sha256(json.dumps([draw.__name__, lang, words(lang), records], sort_keys=True).encode()
-                             + Path(__file__).read_bytes()).hexdigest()[:24]
+                             + Path(__file__).read_bytes() + Path(numbers.__file__).read_bytes()).hexdigest()[:24]
         path = charts() / f"{key}.svg"
         if not path.exists():
             charts().mkdir(parents=True, exist_ok=True)
@@ -141,14 +108,14 @@ def environments(lang, records):
     rows = []
     for record in records.values():
         env = record["environment"]
-        rows.append([gpu_label(record), record["date"], env.get("torch"), env.get("cuda"), env.get("triton"),
+        rows.append([gpu_label(record), date(record["date"]), env.get("torch"), env.get("cuda"), env.get("triton"),
                      number(record['ceilings']['matmul_bf16_tflops'], ".0f"), number(record['ceilings']['copy_gb_per_s'], ".0f"),
                      number(record['seconds'], ".0f")])
     return md_table([w["gpu"], w["date"], "PyTorch", "CUDA", "Triton", w["matmul"], w["copy"], w["seconds"]], rows)
 
 
 def shape_label(shape):
-    return f"{shape['batch']} × {shape['tokens']}, d={shape['head_dim']}"
+    return say("{batch} × {tokens}, d={head_dim}", **shape)
 
 
 @cached
@@ -214,7 +181,7 @@ def decoding(lang, records):
         bandwidth = record["ceilings"]["copy_gb_per_s"]
         for key, row in report.table(record, "decoding").items():
             s = json.loads(key)
-            rows.append([s["model"], s["batch"], s["kv_tokens"]]
+            rows.append([s["model"], number(s["batch"]), number(s["kv_tokens"])]
                         + [fmt(row.get(v, {}).get("forward_ms")) for v in ("flex", "sdpa_gqa", "gpt_fast_2024")]
                         + [fmt(report.speedup(row, "flex", "sdpa_gqa", "forward_ms")) + "×",
                            number(row['flex']['fraction_of_floor'], ".0%") if "fraction_of_floor" in row.get("flex", {}) else "—"])
@@ -233,7 +200,7 @@ def decoding(lang, records):
             ax.plot(panel["kv"], panel["floor"], linestyle="--", color="gray", label=w["floor_line"])
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{model}, {w['batch'].lower()} {batch}")
+            ax.set_title(f"{model}, {w['batch'].lower()} {number(batch)}")
             ax.set_xlabel(w["tokens_axis"])
         axes[0][0].set_ylabel(w["latency_axis"])
         axes[0][-1].legend(fontsize=7)
@@ -411,7 +378,6 @@ BLOCKS = {"environments": environments, "training": training, "masks": masks, "d
 
 
 def render(name, lang, records):
-    _locale[0] = LOCALES.get(lang, "en_US")
     if not records:
         raise PluginError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
     if name in BLOCKS:

@@ -2,23 +2,29 @@
 in a fixed order:
 
 1. translations: the outdated-translation banner and the translation-status table;
-2. performance: tables, charts and sentences from the benchmark records;
-3. claims: the generated claims page (which lists evidence as observed-output markers) and the
-   claim badges;
-4. observed: recorded outputs with their environment stamp (after 3, which adds markers);
+2. claims: the generated claims page (which lists evidence as observed-output and benchmark
+   markers) and the claim badges;
+3. performance: tables, charts and sentences from the benchmark records (after 2, which adds markers);
+4. observed: recorded outputs with their environment stamp (after 2, which adds markers);
 5. downloads: the page as a notebook and a script in its language, made from the result of 1-4,
    written beside the page after it is built.
+
+Numbers and dates that these steps generate are in the page's locale (numbers.py).
+
+After the build, the search index is split into one per language (search.py).
 
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
 from pathlib import Path
 
 import jinja2
+from mkdocs import plugins
+from mkdocs.config import config_options
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import claims_page, downloads, observed, performance, snapshot, translations
+from guide.site import claims_page, downloads, numbers, observed, performance, search, snapshot, translations
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -41,6 +47,8 @@ TEMPLATES = SharedBytecodeCache()
 
 
 class GuidePlugin(BasePlugin):
+    # Per language, the lunr settings of its search index: {lang: [code], pipeline: [...]}.
+    config_scheme = (("search", config_options.Type(dict, default={})),)
     snapshot = None
 
     downloads = None  # page URL -> {file name: content}, written in on_post_page
@@ -62,9 +70,10 @@ class GuidePlugin(BasePlugin):
         lang = i18n.current_language
         names = {entry.locale: entry.name for entry in i18n.config.languages}
         try:
+            numbers.use(lang)
             markdown = translations.transform(markdown, self.snapshot, lang, page, names)
-            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
             markdown = claims_page.transform(markdown, self.snapshot, lang)
+            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
             markdown = observed.transform(markdown, self.snapshot, lang)
             markdown, self.downloads[page.url] = downloads.transform(
                 markdown, self.snapshot, lang, page, config.get("site_url") or "/")
@@ -78,7 +87,15 @@ class GuidePlugin(BasePlugin):
 
     def on_post_page(self, output, page, config):
         downloads.write(config["site_dir"], page, self.downloads.pop(page.url, {}))
+        i18n = config.plugins["i18n"]
+        if i18n.current_language != i18n.default_language:
+            return search.point_to_language(output, i18n.current_language)
         return output
 
+    @plugins.event_priority(-150)  # after the i18n plugin, which builds the other languages in its own
     def on_post_build(self, config):
         translations.copy_sitemaps(Path(config["site_dir"]))
+        i18n = config.plugins["i18n"]
+        if not i18n.building:  # the last language is built and the combined search index written
+            search.split(Path(config["site_dir"]), i18n.build_languages, i18n.default_language,
+                         self.config["search"])
