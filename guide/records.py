@@ -29,10 +29,10 @@ def folder() -> Path:
 def sources(topic: str) -> list:
     """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured."""
     snippets = project.path("snippets")
-    if topic == "pages":  # the pages as programs: the English pages, all the code they include, how they are read
+    if topic == "pages":  # the pages as programs: the English pages and all the code they include
         files = (sorted(project.path("docs", "en").glob("*.md")) + sorted(snippets.rglob("*.py"))
                  + sorted(snippets.rglob("*.sh")) + sorted(snippets.rglob("*.json"))
-                 + [project.path("words", "en.yaml"), project.path("guide", "pages.py")])
+                 + [project.path("words", "en.yaml")])
         return [f for f in files if f.exists() and "__pycache__" not in f.parts]
     files = [snippets / f"{topic}.py", snippets / "shell" / f"{topic}.sh"]
     if topic == "backend_config":
