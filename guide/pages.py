@@ -21,22 +21,12 @@ PACKAGES = {"torch": "torch>=2.5", "diffusers": "diffusers==0.42.1", "triton": "
             "numpy": "numpy", "matplotlib": "matplotlib"}
 
 
-def _mkdocs_config() -> dict:
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("", lambda loader, suffix, node: None)
-    return yaml.load(project.path("mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
-
-
 @functools.lru_cache(maxsize=4)
 def _preprocessor(root: str):
     import markdown
 
     settings = {}
-    for entry in _mkdocs_config().get("markdown_extensions", []):
+    for entry in project.mkdocs_config().get("markdown_extensions", []):
         if isinstance(entry, dict) and "pymdownx.snippets" in entry:
             settings = dict(entry["pymdownx.snippets"] or {})
     settings["base_path"] = [str(project.path(p)) for p in settings.get("base_path", ["."])]

@@ -76,26 +76,30 @@ def parsed(file: Path):
     return _parsed(str(file), file.stat().st_mtime_ns)
 
 
-def languages() -> tuple:
-    """The site's languages, English first, as mkdocs.yml's i18n plugin lists them."""
-    return _languages(str(path("mkdocs.yml")), path("mkdocs.yml").stat().st_mtime_ns)
+def mkdocs_config() -> dict:
+    """mkdocs.yml, parsed once per version; tags such as !!python/name read as None."""
+    return _mkdocs_config(str(path("mkdocs.yml")), path("mkdocs.yml").stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=None)
-def _languages(file: str, mtime_ns: int) -> tuple:
+def _mkdocs_config(file: str, mtime_ns: int) -> dict:
     import yaml
 
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_multi_constructor("", lambda loader, suffix, node: None)  # !!python/name tags and the like
-    config = yaml.load(Path(file).read_text(encoding="utf-8"), Loader=Loader)
-    for plugin in config.get("plugins", []):
+    return yaml.load(Path(file).read_text(encoding="utf-8"), Loader=Loader)
+
+
+def languages() -> tuple:
+    """The site's languages, English first, as mkdocs.yml's i18n plugin lists them."""
+    for plugin in mkdocs_config().get("plugins", []):
         if isinstance(plugin, dict) and "i18n" in plugin:
             langs = [entry["locale"] for entry in plugin["i18n"]["languages"]]
             default = [e["locale"] for e in plugin["i18n"]["languages"] if e.get("default")]
             return tuple(default + [lang for lang in langs if lang not in default])
-    raise GuideError(f"{file} configures no i18n languages", "list them under plugins: - i18n: languages:")
+    raise GuideError(f"{path('mkdocs.yml')} configures no i18n languages", "list them under plugins: - i18n: languages:")
 
 
 def translations() -> tuple:
