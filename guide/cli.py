@@ -2,7 +2,7 @@
 
     python -m guide records status            every recorded test and output: current or STALE
     python -m guide claims check|status       the claims registry's problems; each claim's verdicts
-    python -m guide i18n status|check|sync    translations: state, structure, record the English source
+    python -m guide i18n status|check|sync|reviewed    translations: state, structure, record the English source
     python -m guide bench record|report       benchmark records (record needs a CUDA GPU)
     python -m guide pages list|script PAGE [LANG]   each page's tier; a page's code as one program
     python -m guide links SITE_DIR            internal links and anchors of the built site
@@ -34,9 +34,9 @@ def parser() -> argparse.ArgumentParser:
     claims = sub.add_parser("claims", help="the claims registry")
     claims.add_argument("action", choices=["check", "status"])
     i18n = sub.add_parser("i18n", help="translations")
-    i18n.add_argument("action", choices=["status", "check", "sync"])
-    i18n.add_argument("lang", nargs="?", help="with sync: the language")
-    i18n.add_argument("pages", nargs="*", help="with sync: the pages (default: all)")
+    i18n.add_argument("action", choices=["status", "check", "sync", "reviewed"])
+    i18n.add_argument("lang", nargs="?", help="with sync or reviewed: the language")
+    i18n.add_argument("pages", nargs="*", help="with sync or reviewed: the pages (default: all)")
     bench = sub.add_parser("bench", help="benchmark records")
     bench.add_argument("action", choices=["record", "report"])
     bench.add_argument("--quick", action="store_true", help="with record: one shape per group")
@@ -105,13 +105,15 @@ def dispatch(args) -> int:
 def i18n_command(args) -> int:
     from guide import i18n, project
 
-    if args.action != "sync" and (args.lang or args.pages):
+    if args.action not in ("sync", "reviewed") and (args.lang or args.pages):
         raise GuideError(f"`i18n {args.action}` takes no arguments", f"python -m guide i18n {args.action}")
     if args.action == "status":
-        rows = i18n.table()
-        print(f"{'page':24} " + " ".join(f"{lang:9}" for lang in project.translations()))
+        rows, reviews = i18n.table(), i18n.reviews()
+        print(f"{'page':24} " + " ".join(f"{lang:30}" for lang in project.translations()))
         for page, states in rows.items():
-            print(f"{page:24} " + " ".join(f"{states[lang]:9}" for lang in project.translations()))
+            cells = [states[lang] + (f", reviewed {reviews[page][lang]}" if reviews[page][lang] else "")
+                     for lang in project.translations()]
+            print(f"{page:24} " + " ".join(f"{cell:30}" for cell in cells))
         return 0
     if args.action == "check":
         found = i18n.check()
@@ -124,8 +126,9 @@ def i18n_command(args) -> int:
     unknown = [p for p in args.pages if p not in i18n.english_pages()]
     if unknown:
         raise GuideError(f"no English page {unknown[0]!r}", f"one of {', '.join(i18n.english_pages())}")
-    for path in i18n.sync(args.lang, args.pages):
-        print(f"synced {path}")
+    key = "reviewed_sha256" if args.action == "reviewed" else "source_sha256"
+    for path in i18n.sync(args.lang, args.pages, key):
+        print(f"{args.action} {path}" if args.action == "reviewed" else f"synced {path}")
     return 0
 
 

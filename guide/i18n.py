@@ -3,6 +3,7 @@
     python -m guide i18n status               # a table: page x language -> current / outdated / missing
     python -m guide i18n check                # structure and prose problems, one line each; exit 1 if any
     python -m guide i18n sync LANG [PAGE...]  # after translating: record the English source it matches
+    python -m guide i18n reviewed LANG PAGE...  # after a native reader's review: record what was reviewed
 
 The site's interface words (labels, badges, banners, the performance page's sentences) are in
 words/<lang>.yaml, one file per language with the keys and placeholders of words/en.yaml.
@@ -14,6 +15,9 @@ in a page's prose, a claim's text or an interface word and names the file, the l
 A translated page docs/<lang>/<page> starts with front matter naming the hash of the English page
 it was translated from (`source_sha256`). When the English page changes, the translation is
 "outdated" (the site shows a banner) until it is translated again and synced.
+
+A page read through by a native reader of its language, for calques, stiff phrasing and terms, also
+names the English page it was reviewed against (`reviewed_sha256`); the translation status page shows it.
 """
 import functools
 import hashlib
@@ -283,15 +287,18 @@ def check() -> list:
     return found
 
 
-def sync(lang: str, pages: list) -> list:
-    """Write the current English hash into each translation's front matter."""
+def sync(lang: str, pages: list, key: str = "source_sha256") -> list:
+    """Write the current English hash into each translation's front matter, under key."""
     done = []
     for page in pages or english_pages():
         path = docs() / lang / page
         if not path.exists():
             raise GuideError(f"docs/{lang}/{page} does not exist", f"translate docs/en/{page} first")
         meta, text = split_front(path.read_text(encoding="utf-8"))
-        meta["source_sha256"] = english_hash(page)
+        if key == "reviewed_sha256" and meta.get("source_sha256") != english_hash(page):
+            raise GuideError(f"docs/{lang}/{page} is outdated, so a review of it would not match the English page",
+                             f"translate it again and run python -m guide i18n sync {lang} {page} first")
+        meta[key] = english_hash(page)
         front = "".join(f"{k}: {v}\n" for k, v in meta.items())
         path.write_text(f"---\n{front}---\n{text}", encoding="utf-8")
         done.append(f"docs/{lang}/{page}")
@@ -300,3 +307,13 @@ def sync(lang: str, pages: list) -> list:
 
 def table() -> dict:
     return {page: {lang: state(lang, page) for lang in project.translations()} for page in english_pages()}
+
+
+def reviewed(lang: str, page: str):
+    """The English hash a native reader reviewed this translation against, or None."""
+    path = docs() / lang / page
+    return split_front(path.read_text(encoding="utf-8"))[0].get("reviewed_sha256") if path.exists() else None
+
+
+def reviews() -> dict:
+    return {page: {lang: reviewed(lang, page) for lang in project.translations()} for page in english_pages()}

@@ -218,3 +218,24 @@ def test_hindi_writes_each_glossary_term_in_one_script():
         if len(scripts) > 1:
             mixed[term] = sorted(form for form in forms if found(form, prose))
     assert not mixed, f"written in two scripts: {mixed}"
+
+
+def test_a_review_is_recorded_against_the_english_page_and_shown_on_the_status_page(docs):
+    import hashlib
+
+    from guide.site import snapshot, translations
+    from guide.project import GuideError
+
+    english = hashlib.sha256((docs / "en/kernels.md").read_bytes()).hexdigest()[:16]
+    i18n.sync("pt", ["kernels.md"], "reviewed_sha256")
+    assert i18n.reviewed("pt", "kernels.md") == english and i18n.state("pt", "kernels.md") == "current"
+    table = translations.status_table(snapshot.load(docs.parent), "pt", {t: t for t in project.translations()})
+    row = next(line for line in table.splitlines() if "(kernels.md)" in line)
+    assert row.split("|")[2].strip() == f"`{english}`"
+    assert f"revisada em relação a `{english}`" in row.split("|")[4]  # the pt column, after zh
+    assert "revisada" not in row.split("|")[3]
+    (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
+    with pytest.raises(GuideError, match="outdated"):
+        i18n.sync("zh", ["kernels.md"], "reviewed_sha256")
+    (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text().removesuffix("\nOne more sentence.\n"))
+    (docs / "pt/kernels.md").write_text((docs / "pt/kernels.md").read_text().replace(f"reviewed_sha256: {english}\n", ""))

@@ -23,6 +23,7 @@ class Snapshot:
     words: MappingProxyType          # lang -> part -> key -> text
     stale_outputs: frozenset         # output ids whose sources changed since their record
     translation_table: MappingProxyType  # page -> lang -> current / outdated / missing
+    translation_reviews: MappingProxyType  # page -> lang -> English hash reviewed against, or None
     programs: MappingProxyType       # page with Python code -> its tier (cpu or gpu)
 
     def claim(self, cid):
@@ -79,5 +80,6 @@ def build() -> Snapshot:
         stale_outputs=frozenset(key for r in all_records.values() for key in records.stale(r)
                                 if key in r["outputs"]),
         translation_table=MappingProxyType(i18n.table()),
+        translation_reviews=MappingProxyType(i18n.reviews()),
         programs=MappingProxyType(pages.programs()),
     )

@@ -2,7 +2,8 @@
 
 A translated page whose recorded English source (front matter `source_sha256`, see guide/i18n.py)
 is not the current English page gets a banner, in its language, pointing to the English page.
-`<!-- translation-status -->` becomes the table of every page's state.
+`<!-- translation-status -->` becomes the table of every page's state: the English page's hash, and
+for each translation whether it is current and which English hash a native reader reviewed it against.
 """
 import shutil
 from pathlib import Path
@@ -19,10 +20,16 @@ def english_url(page) -> str:
 def status_table(snapshot, lang, names) -> str:
     words = snapshot.words[lang]["translations"]
     langs = snapshot.languages[1:]
-    rows = [f"| {words['page']} | " + " | ".join(names[t] for t in langs) + " |",
-            "| --- | " + " | ".join("---" for _ in langs) + " |"]
-    for page, states in snapshot.translation_table.items():
-        rows.append(f"| [{i18n.title(lang, page)}]({page}) | " + " | ".join(words[states[t]] for t in langs) + " |")
+    rows = [f"| {words['page']} | {words['english']} | " + " | ".join(names[t] for t in langs) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in langs) + " |"]
+
+    def cell(page, t):
+        state, review = snapshot.translation_table[page][t], snapshot.translation_reviews[page][t]
+        return words[state] + (f" · {words['reviewed'].format(hash=f'`{review}`')}" if review else "")
+
+    for page in snapshot.translation_table:
+        rows.append(f"| [{i18n.title(lang, page)}]({page}) | `{i18n.english_hash(page)}` | "
+                    + " | ".join(cell(page, t) for t in langs) + " |")
     return "\n".join(rows) + "\n"
 
 
