@@ -31,12 +31,12 @@ def sources(topic: str) -> list:
     snippets = project.path("snippets")
     if topic == "pages":  # the pages as programs: the English pages and all the code they include
         files = (sorted(project.path("docs", "en").glob("*.md")) + sorted(snippets.rglob("*.py"))
-                 + sorted(snippets.rglob("*.sh")) + sorted(snippets.rglob("*.json"))
+                 + sorted(snippets.rglob("*.sh")) + sorted(snippets.glob("configs/*"))
                  + [project.path("words", "en.yaml")])
         return [f for f in files if f.exists() and "__pycache__" not in f.parts]
     files = [snippets / f"{topic}.py", snippets / "shell" / f"{topic}.sh"]
     if topic == "backend_config":
-        files += sorted((snippets / "configs").glob("*.json"))
+        files += sorted((snippets / "configs").glob("*"))
     files = [f for f in files if f.exists()]
     return files + [snippets / "_cli.py"] if files else []
 

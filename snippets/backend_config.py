@@ -1,10 +1,15 @@
-"""Selecting FlexAttention in a SimpleTuner config.json, checked before a run.
+"""Selecting FlexAttention in a SimpleTuner config (config.json, config.toml or config.env), checked before a run.
 
     python -m snippets.backend_config check config.json
     python -m snippets.backend_config list
 """
 import difflib
 import json
+import os
+import re
+import stat
+import sys
+import tomllib
 from pathlib import Path
 
 from snippets._cli import ArgumentParser, UsageError, run
@@ -44,83 +49,161 @@ DIFFUSERS_BACKENDS = {
 }
 # --8<-- [end:mechanisms]
 
-KEYS = ("attention_mechanism", "--attention_mechanism")
+OPTION = "--attention_mechanism"
+NESTING = 200  # deeper JSON or TOML than this is refused before Python's recursion limit is hit
 
 
-def read_config(path) -> dict:
-    """The JSON object in `path`, or a UsageError naming what is wrong with the file."""
+def read_config(path) -> list:
+    """The command-line arguments SimpleTuner makes of a config.json, config.toml or config.env,
+    or a UsageError naming what is wrong with the file."""
     path = Path(path)
     if not path.exists():
-        raise UsageError(f"{path}: no such file", "pass the path of your SimpleTuner config.json")
+        raise UsageError(f"{path}: no such file", "pass the path of your SimpleTuner config.json, config.toml or config.env")
+    if not stat.S_ISREG(path.stat().st_mode):  # a folder, a FIFO, a device: refused before opening
+        raise UsageError(f"{path}: not a regular file", "pass the path of the config file itself")
+    if path.suffix not in (".json", ".toml", ".env"):
+        raise UsageError(f"{path}: unknown config format {path.suffix or '(no suffix)'!r}",
+                         "SimpleTuner reads config.json, config.toml or config.env; name the file after its format")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
         raise UsageError(f"{path}: cannot read the file ({reason})", "make it a readable UTF-8 text file")
+    if path.suffix == ".env":
+        return env_arguments(text)
+    if nesting(text) > NESTING:
+        raise UsageError(f"{path}: nested more than {NESTING} levels deep",
+                         "a SimpleTuner config is a flat list of options; remove the nested structure")
     try:
-        config = json.loads(text)
+        config = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except json.JSONDecodeError as e:
-        raise UsageError(
-            f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
-            "correct the JSON syntax at that position",
-        )
+        raise UsageError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+                         "correct the JSON syntax at that position")
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: not valid TOML ({e})", "correct the TOML syntax at that position")
     if not isinstance(config, dict):
-        raise UsageError(
-            f"{path}: the top level is a JSON {type(config).__name__}, not an object",
-            'write the options as one object, e.g. {"attention_mechanism": "flex"}',
-        )
-    return config
+        raise UsageError(f"{path}: the top level is a JSON {type(config).__name__}, not an object",
+                         'write the options as one object, e.g. {"attention_mechanism": "flex"}')
+    return arguments(config)
 
 
-def mechanism(config: dict, source="config") -> str:
-    """The attention mechanism a config selects, validated as SimpleTuner would."""
-    given = {k: config[k] for k in KEYS if k in config}
-    if len(set(map(repr, given.values()))) > 1:
-        raise UsageError(
-            f"{source}: both {KEYS[0]!r} and {KEYS[1]!r} are set, to different values",
-            "keep only one of the two keys",
-        )
-    if not given:
+def nesting(text: str) -> int:
+    """How deeply brackets nest in JSON or TOML text (brackets inside strings count too: an upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def arguments(config: dict) -> list:
+    """A JSON or TOML mapping as SimpleTuner turns it into command-line arguments: a key gets `--`
+    (with or without its dashes); None, "false", "" and a nested table leave the option unset; true
+    is a bare flag; a list gives the option once per item; values are stripped, and `{env:NAME}`
+    is replaced by that environment variable."""
+    args = []
+    for key, value in config.items():
+        key = str(key).strip()
+        option = key if key.startswith("--") else "--" + key.lstrip("-")
+        if isinstance(value, str):
+            value = re.sub(r"\{env:([^{}]+)\}", lambda m: os.environ.get(m.group(1), ""), value)
+            if value.strip().lower() in ("true", "false"):
+                value = value.strip().lower() == "true" or None
+        if value is True:
+            args.append(option)
+        elif value is False:
+            args.append(f"{option}=false")
+        elif isinstance(value, (str, int, float, list)):
+            items = value if isinstance(value, list) else [value]
+            args += [f"{option}={str(item).strip()}" for item in items if str(item).strip()]
+    return args
+
+
+def env_arguments(text: str) -> list:
+    """The arguments a config.env passes: SimpleTuner sets its variables (KEY=value, `export`,
+    quotes, KEY+=more) and reads the options in TRAINER_EXTRA_ARGS, split at whitespace."""
+    variables = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("#") or "=" not in line:
+            continue
+        line = line.removeprefix("export ")
+        if "+=" in line:
+            key, value = line.split("+=", 1)
+            variables.setdefault(key.strip(), []).extend(value.strip('"').strip("'").strip().split())
+        else:
+            key, value = (part.strip() for part in line.split("=", 1))
+            if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            variables[key] = value.split()
+    return variables.get("TRAINER_EXTRA_ARGS", [])
+
+
+def mechanism(args: list, source="config") -> str:
+    """The attention mechanism these arguments select, validated as SimpleTuner's parser would."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg == OPTION:
+            following = args[i + 1] if i + 1 < len(args) else None
+            if following is None or following.startswith("-"):
+                raise UsageError(f"{source}: attention_mechanism is set without a value",
+                                 'give it one, e.g. "attention_mechanism": "flex"')
+            values.append(following)
+        elif arg.startswith(OPTION + "="):
+            values.append(arg.split("=", 1)[1])
+    if len(set(values)) > 1:
+        raise UsageError(f"{source}: attention_mechanism is set more than once, to different values ({', '.join(map(repr, values))})",
+                         "keep only one (SimpleTuner would silently use the last)")
+    if not values:
         return DEFAULT
-    value = next(iter(given.values()))
-    if not isinstance(value, str):
-        raise UsageError(
-            f"{source}: attention_mechanism must be a string, got {json.dumps(value)}",
-            'write it in quotes, e.g. "attention_mechanism": "flex"',
-        )
+    value = values[0]
     if value not in MECHANISMS:
-        close = difflib.get_close_matches(value.strip().lower(), MECHANISMS, n=1, cutoff=0.5)
+        close = difflib.get_close_matches(value.strip().lower().replace("_", "-"), MECHANISMS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(
-            f"{source}: unknown attention_mechanism {value!r}",
-            f"{hint}use one of: {', '.join(MECHANISMS)}",
-        )
+        raise UsageError(f"{source}: unknown attention_mechanism {value!r}", f"{hint}use one of: {', '.join(MECHANISMS)}")
     return value
 
 
+def misspelt(args: list) -> list:
+    """Options that look like attention_mechanism but are not it, e.g. attention-mechanism."""
+    names = {arg.split("=", 1)[0].lstrip("-") for arg in args if arg.startswith("-")}
+    return sorted(name for name in names if name != OPTION[2:]
+                  and (name.lower().replace("-", "_") == OPTION[2:]
+                       or difflib.SequenceMatcher(None, name.lower(), OPTION[2:]).ratio() >= 0.85))
+
+
 # --8<-- [start:check]
-def check(path) -> str:
-    """One line saying which attention a SimpleTuner config selects."""
-    name = mechanism(read_config(path), source=path)
+def check(path) -> list:
+    """Which attention a SimpleTuner config selects, as lines: a warning for each key that looks
+    like a misspelt attention_mechanism, then the answer."""
+    args = read_config(path)
+    name = mechanism(args, source=path)
+    lines = [f"warning: {path}: {key!r} is not attention_mechanism, so SimpleTuner does not read it as one. "
+             f"Fix: rename it to attention_mechanism" for key in misspelt(args)]
     backend = DIFFUSERS_BACKENDS.get(name)
     if backend is None:
-        return f"ok: {path}: attention_mechanism {name!r} selects no Diffusers backend"
-    return f"ok: {path}: attention_mechanism {name!r} -> Diffusers backend {backend!r}"
+        return lines + [f"ok: {path}: attention_mechanism {name!r} selects no Diffusers backend"]
+    return lines + [f"ok: {path}: attention_mechanism {name!r} -> Diffusers backend {backend!r}"]
 # --8<-- [end:check]
 
 
 def main(argv) -> int:
     parser = ArgumentParser(prog="python -m snippets.backend_config")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("check", help="validate a SimpleTuner config.json").add_argument("file")
+    sub.add_parser("check", help="validate a SimpleTuner config.json, config.toml or config.env").add_argument("file")
     sub.add_parser("list", help="list the accepted attention mechanisms")
     args = parser.parse_args(argv)
     if args.command == "list":
         for name in MECHANISMS:
             print(f"{name:32} {DIFFUSERS_BACKENDS.get(name, '-')}")
-    else:
-        print(check(args.file))
-    return 0
+        return 0
+    lines = check(args.file)
+    for line in lines:
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
+    return 1 if len(lines) > 1 else 0
 
 
 if __name__ == "__main__":

@@ -15,14 +15,16 @@ from tests.helpers import ROOT, python, section, sh
 
 @pytest.mark.parametrize("name", ["flex.json", "flex_dashed.json"])
 def test_both_key_spellings_select_the_diffusers_flex_backend(name):
-    assert bc.check(ROOT / "snippets/configs" / name).endswith("-> Diffusers backend 'flex'")
+    assert bc.check(ROOT / "snippets/configs" / name)[-1].endswith("-> Diffusers backend 'flex'")
 
 
-def test_check_command_as_shown(tmp_path, observe):
-    shutil.copy(ROOT / "snippets/configs/flex.json", tmp_path / "config.json")
-    result = sh(section("snippets/shell/backend_config.sh", "check"), cwd=tmp_path)
+def test_check_commands_as_shown(tmp_path, observe):
+    for suffix in ("json", "toml", "env"):
+        shutil.copy(ROOT / f"snippets/configs/flex.{suffix}", tmp_path / f"config.{suffix}")
+    result = sh("set -e\n" + section("snippets/shell/backend_config.sh", "check"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "ok: config.json: attention_mechanism 'flex' -> Diffusers backend 'flex'\n"
+    assert result.stdout == "".join(f"ok: config.{suffix}: attention_mechanism 'flex' -> Diffusers backend 'flex'\n"
+                                    for suffix in ("json", "toml", "env"))
     observe("backend_config.check_ok", result.stdout.strip())
 
 
@@ -80,40 +82,186 @@ def test_each_mechanism_selects_the_backend_simpletuner_selects(simpletuner):
 
 
 def test_no_mechanism_means_the_simpletuner_default(simpletuner):
-    assert bc.mechanism({}) == simpletuner["default"] == "kohaku-fa-auto"
+    assert bc.mechanism(bc.arguments({})) == simpletuner["default"] == "kohaku-fa-auto"
     assert bc.DEFAULT not in bc.DIFFUSERS_BACKENDS
 
 
+# SimpleTuner's own readers, run from its wheel: mapping_to_cli_args (config.json and config.toml
+# become command-line arguments) and parse_env_file (config.env), with the two modules they import
+# for logging and state stubbed; then an argparse parser built as SimpleTuner builds
+# --attention_mechanism (choices, default, exit_on_error=False).
+CLI_UTILS = "simpletuner/helpers/configuration/cli_utils.py"
+ENV_FILE = "simpletuner/helpers/configuration/env_file.py"
+TEMPLATE_VARS = "simpletuner/helpers/configuration/template_vars.py"
+
+
+@pytest.fixture(scope="module")
+def upstream(simpletuner):
+    import argparse
+    import sys
+    import types
+    import zipfile
+
+    wheel = ROOT / "build/upstream" / f"{SIMPLETUNER[0]}-{SIMPLETUNER[1]}-py3-none-any.whl"
+    stubs = {
+        "simpletuner.helpers.training.state_tracker": {"StateTracker": object},
+        "simpletuner.helpers.training.multi_process": {"should_log": lambda: False},
+    }
+    saved = {name: sys.modules.get(name) for name in [*stubs, "simpletuner.helpers.configuration.template_vars"]}
+    loaded = {}
+    try:
+        for name, attrs in stubs.items():
+            sys.modules[name] = types.SimpleNamespace(**attrs)
+        with zipfile.ZipFile(wheel) as z:
+            for path in (TEMPLATE_VARS, CLI_UTILS, ENV_FILE):
+                module = types.ModuleType(path[:-3].replace("/", "."))
+                exec(compile(z.read(path), path, "exec"), module.__dict__)
+                sys.modules[module.__name__] = loaded[path] = module
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    parser = argparse.ArgumentParser(exit_on_error=False, allow_abbrev=False)
+    parser.add_argument("--attention_mechanism", choices=simpletuner["choices"], default=simpletuner["default"], type=str)
+
+    def select(args):
+        """SimpleTuner's value of attention_mechanism for these arguments, or the ArgumentError."""
+        try:
+            return parser.parse_known_args(args)[0].attention_mechanism
+        except argparse.ArgumentError as e:
+            return e
+
+    return types.SimpleNamespace(mapping=loaded[CLI_UTILS].mapping_to_cli_args,
+                                 env=loaded[ENV_FILE].parse_env_file, select=select)
+
+
+def ours(args):
+    try:
+        return bc.mechanism(args)
+    except UsageError as e:
+        return e
+
+
+KEYS = st.sampled_from(["attention_mechanism", "--attention_mechanism", "-attention_mechanism",
+                        " attention_mechanism ", "seed", "attention-mechanism"])
+VALUES = (st.none() | st.booleans() | st.integers() | st.sampled_from(
+    ["flex", "xformers", "Flex", " flex", "false", " FALSE ", "true", "True", "", "kohaku-fa-auto", "native_math"])
+    | st.lists(st.sampled_from(["flex"]), max_size=2) | st.dictionaries(st.just("a"), st.just(1), max_size=1)
+    | st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, VALUES, max_size=4))
+def test_a_json_or_toml_mapping_selects_what_simpletuner_selects(upstream, config):
+    args = bc.arguments(config)
+    assert [a for a in args if "attention_mechanism" in a] == [
+        a for a in upstream.mapping(config) if "attention_mechanism" in a]
+    theirs, mine = upstream.select(args), ours(args)
+    if isinstance(mine, UsageError) and "more than once" in str(mine):  # SimpleTuner silently takes the last
+        assert len({a for a in args if a.startswith("--attention_mechanism")}) > 1
+    elif isinstance(theirs, Exception):
+        assert isinstance(mine, UsageError), (config, theirs)
+    else:
+        assert mine == theirs
+
+
+ENV_LINES = st.lists(st.sampled_from([
+    'TRAINER_EXTRA_ARGS="--attention_mechanism=flex"', "export TRAINER_EXTRA_ARGS='--attention_mechanism xformers'",
+    'TRAINER_EXTRA_ARGS+=" --attention_mechanism=native"', "TRAINER_EXTRA_ARGS+=--seed 1", "TRAINER_EXTRA_ARGS=",
+    "# TRAINER_EXTRA_ARGS=--attention_mechanism=flex", "TRAINER_EXTRA_ARGS = --attention_mechanism=Flex",
+    "MODEL_TYPE=lora", "not a line", "", 'TRAINER_EXTRA_ARGS="--attention_mechanism"',
+]), max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ENV_LINES)
+def test_a_config_env_passes_the_arguments_simpletuner_reads_from_it(upstream, tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("env") / "config.env"
+    path.write_text("\n".join(lines) + "\n")
+    args = bc.read_config(path)
+    assert args == " ".join(upstream.env(str(path)).get("TRAINER_EXTRA_ARGS", [])).split()
+    theirs, mine = upstream.select(args), ours(args)
+    if isinstance(theirs, Exception):
+        assert isinstance(mine, UsageError)
+    elif not (isinstance(mine, UsageError) and "more than once" in str(mine)):
+        assert mine == theirs
+
+
+@pytest.mark.parametrize("name", ["flex.toml", "flex.env"])
+def test_the_toml_and_env_examples_select_flex_as_simpletuner_reads_them(upstream, name):
+    import tomllib
+
+    path = ROOT / "snippets/configs" / name
+    theirs = (upstream.mapping(tomllib.loads(path.read_text())) if name.endswith(".toml")
+              else " ".join(upstream.env(str(path))["TRAINER_EXTRA_ARGS"]).split())
+    assert upstream.select(theirs) == "flex"
+    assert bc.check(path) == [f"ok: {path}: attention_mechanism 'flex' -> Diffusers backend 'flex'"]
+
+
 BAD = {
-    "bad_json": ('{"attention_mechanism": "flex",}', "not valid JSON (line 1, column 32"),
-    "unknown": ('{"attention_mechanism": "flexx"}', "unknown attention_mechanism 'flexx'. Fix: did you mean 'flex'?"),
-    "case": ('{"attention_mechanism": "Flex"}', "did you mean 'flex'?"),
-    "wrong_type": ('{"attention_mechanism": 1}', "must be a string, got 1"),
-    "not_object": ('["flex"]', "the top level is a JSON list"),
-    "conflict": ('{"attention_mechanism": "flex", "--attention_mechanism": "xformers"}', "keep only one"),
+    "bad_json": ("config.json", '{"attention_mechanism": "flex",}', "not valid JSON (line 1, column 32"),
+    "unknown": ("config.json", '{"attention_mechanism": "flexx"}', "unknown attention_mechanism 'flexx'. Fix: did you mean 'flex'?"),
+    "case": ("config.json", '{"attention_mechanism": "Flex"}', "did you mean 'flex'?"),
+    "number": ("config.json", '{"attention_mechanism": 1}', "unknown attention_mechanism '1'"),
+    "not_object": ("config.json", '["flex"]', "the top level is a JSON list"),
+    "conflict": ("config.json", '{"attention_mechanism": "flex", "--attention_mechanism": "xformers"}', "keep only one"),
+    "bad_toml": ("config.toml", 'attention_mechanism = flex', "not valid TOML (Invalid value (at line 1, column 23))"),
+    "no_value": ("config.env", 'TRAINER_EXTRA_ARGS="--attention_mechanism --seed 1"', "set without a value"),
+    "deep_json": ("config.json", "[" * 100_000, "nested more than 200 levels deep"),
+    "deep_toml": ("config.toml", "a = " + "[" * 100_000, "nested more than 200 levels deep"),
+    "format": ("config.yaml", "attention_mechanism: flex", "unknown config format '.yaml'"),
 }
 
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_config_gets_one_line_and_exit_2(tmp_path, case, observe):
-    text, expected = BAD[case]
-    (tmp_path / "config.json").write_text(text)
-    result = python("-m snippets.backend_config check config.json", cwd=tmp_path)
+    name, text, expected = BAD[case]
+    (tmp_path / name).write_text(text)
+    result = python(f"-m snippets.backend_config check {name}", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: config.json: ")
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"error: {name}: ")
     assert expected in result.stderr
+    assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
     observe(f"backend_config.error_{case}", result.stderr.strip())
 
 
-@pytest.mark.parametrize("target", ["missing.json", "folder", "latin1.json"])
-def test_unreadable_file_gets_one_line_and_exit_2(tmp_path, target):
+@pytest.mark.parametrize("name", ["config.toml", "config.json"])
+def test_a_key_that_looks_like_attention_mechanism_gets_a_warning_and_exit_1(tmp_path, name, observe):
+    text = 'attention-mechanism = "flex"\n' if name.endswith(".toml") else '{"Attention_Mechanism": "flex"}'
+    (tmp_path / name).write_text(text)
+    result = python(f"-m snippets.backend_config check {name}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == f"ok: {name}: attention_mechanism 'kohaku-fa-auto' selects no Diffusers backend\n"
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"warning: {name}: ")
+    assert "rename it to attention_mechanism" in result.stderr
+    if name.endswith(".toml"):
+        observe("backend_config.warning_misspelt", result.stderr.strip())
+
+
+def test_a_correct_key_beside_others_gets_no_warning(tmp_path):
+    (tmp_path / "config.toml").write_text('attention_mechanism = "flex"\nseed = 1\nattention_heads = 8\n')
+    assert bc.check(tmp_path / "config.toml") == [
+        f"ok: {tmp_path / 'config.toml'}: attention_mechanism 'flex' -> Diffusers backend 'flex'"]
+
+
+@pytest.mark.parametrize("target", ["missing.json", "folder", "latin1.json", "fifo.json"])
+def test_unreadable_file_gets_one_line_and_exit_2(tmp_path, target, observe):
+    import os
+
     (tmp_path / "folder").mkdir()
     (tmp_path / "latin1.json").write_bytes('{"attention_mechanism": "fléx"}'.encode("latin-1"))
-    result = python(f"-m snippets.backend_config check {target}", cwd=tmp_path)
+    os.mkfifo(tmp_path / "fifo.json")  # opening it would wait for a writer forever
+    result = python(f"-m snippets.backend_config check {target}", cwd=tmp_path, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "Fix:" in result.stderr
     assert "Traceback" not in result.stderr
+    if target in ("folder", "fifo.json"):
+        assert "not a regular file" in result.stderr
+    if target == "fifo.json":
+        observe("backend_config.error_fifo", result.stderr.strip())
 
 
 def test_unknown_command_gets_one_line():
@@ -125,10 +273,10 @@ def test_unknown_command_gets_one_line():
 @given(st.text(max_size=30))
 def test_any_string_is_accepted_exactly_when_simpletuner_accepts_it(value):
     if value in bc.MECHANISMS:
-        assert bc.mechanism({"attention_mechanism": value}) == value
+        assert bc.mechanism([f"--attention_mechanism={value}"]) == value
     else:
         with pytest.raises(UsageError, match="unknown attention_mechanism"):
-            bc.mechanism({"attention_mechanism": value})
+            bc.mechanism([f"--attention_mechanism={value}"])
 
 
 JSON = st.recursive(
@@ -138,31 +286,17 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=200)
-@given(st.one_of(JSON, st.dictionaries(st.sampled_from(bc.KEYS), JSON, min_size=1)))
-def test_any_json_value_gets_a_verdict_never_a_crash(value):
-    try:
-        assert bc.mechanism(value if isinstance(value, dict) else {"attention_mechanism": value}) in bc.MECHANISMS
-    except UsageError as e:
-        assert "Fix: " in str(e) and "\n" not in str(e)
-
-
 @settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=60) | JSON.map(lambda v: json.dumps({"attention_mechanism": v}).encode()))
-def test_any_file_content_gets_exit_0_or_a_one_line_error(data):
+@given(st.sampled_from(["config.json", "config.toml", "config.env"]),
+       st.binary(max_size=60) | JSON.map(lambda v: json.dumps({"attention_mechanism": v}).encode()))
+def test_any_file_content_gets_exit_0_or_a_one_line_error(name, data):
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "config.json"
+        path = Path(folder) / name
         path.write_bytes(data)
         err, out = io.StringIO(), io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
             code = run(bc.main, ["check", str(path)])
-    assert (code, err.getvalue()) == (0, "") or (code == 2 and err.getvalue().count("\n") == 1)
-
-
-def test_conflict_error_names_both_keys():
-    with pytest.raises(UsageError, match=r"both 'attention_mechanism' and '--attention_mechanism' are set, "
-                                         r"to different values"):
-        bc.mechanism({"attention_mechanism": "flex", "--attention_mechanism": "xformers"})
+    assert (code, err.getvalue()) == (0, "") or (code in (1, 2) and err.getvalue().count("\n") == 1)
 
 
 def test_list_command_prints_each_mechanism_and_its_diffusers_backend():
