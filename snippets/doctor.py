@@ -76,6 +76,29 @@ def check_cache():
     return OK, f"compile cache {path} is writable", ""
 
 
+def check_recompile_limit():
+    import torch._dynamo
+
+    from snippets.decoding import RECOMPILE_LIMIT
+
+    limit = torch._dynamo.config.recompile_limit
+    if limit < RECOMPILE_LIMIT:
+        return WARN, (f"recompile limit {limit}, below PyTorch's default {RECOMPILE_LIMIT}: flex_attention "
+                      "falls back to its unfused path sooner"), "recompiles"
+    return OK, f"recompile limit {limit} (torch._dynamo.config.recompile_limit)", ""
+
+
+def check_shared_memory():
+    import torch
+
+    if not torch.cuda.is_available():
+        return OK, "no GPU: no shared-memory limit on kernel blocks", ""
+    limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    if limit < 160 * 1024:  # less than Hopper's 227 KiB: the default blocks of large head dims may not fit
+        return WARN, f"{limit // 1024} KiB of shared memory per block: large head dimensions need smaller blocks", "smem"
+    return OK, f"{limit // 1024} KiB of shared memory per block", ""
+
+
 def check_diffusers():
     if importlib.util.find_spec("diffusers") is None:
         return WARN, "diffusers is not installed (only needed for Diffusers/SimpleTuner)", "diffusers_missing"
@@ -131,6 +154,16 @@ FIXES = {
         "zh": "torch.set_float32_matmul_precision('highest')，或改用 bfloat16 计算",
         "pt": "torch.set_float32_matmul_precision('highest'), ou calcule em bfloat16",
         "hi": "torch.set_float32_matmul_precision('highest'), या bfloat16 में गणना करें"}),
+    "recompiles": ("troubleshooting.md#recompiles", {
+        "en": "leave torch._dynamo.config.recompile_limit at its default, and keep changing numbers in tensors",
+        "zh": "将 torch._dynamo.config.recompile_limit 保持为默认值，并把每次都会变化的数值放进张量",
+        "pt": "mantenha torch._dynamo.config.recompile_limit no padrão e guarde em tensores os números que mudam",
+        "hi": "torch._dynamo.config.recompile_limit को डिफ़ॉल्ट पर रहने दें, और बदलने वाली संख्याएँ टेंसर में रखें"}),
+    "smem": ("troubleshooting.md#out-of-resources", {
+        "en": "for large head dimensions, pass smaller blocks in kernel_options",
+        "zh": "头维度较大时，通过 kernel_options 传入更小的块",
+        "pt": "para dimensões de head grandes, passe blocos menores em kernel_options",
+        "hi": "बड़े हेड डायमेंशन के लिए kernel_options में छोटे ब्लॉक दें"}),
     "broken": ("troubleshooting.md#symptoms-and-fixes", {
         "en": "look the error up in the table of symptoms", "zh": "在症状表中查找这个错误",
         "pt": "procure o erro na tabela de sintomas", "hi": "लक्षणों की तालिका में यह त्रुटि देखें"}),
@@ -151,6 +184,7 @@ def fix_text(key: str, lang: str) -> str:
 CHECKS = {
     "torch": check_torch, "cuda": check_cuda, "triton": check_triton,
     "flex_attention": check_flex_call, "compile_cache": check_cache,
+    "recompile_limit": check_recompile_limit, "shared_memory": check_shared_memory,
     "diffusers": check_diffusers, "float32_precision": check_precision,
 }
 # Without these, FlexAttention is not usable; the others only warn.

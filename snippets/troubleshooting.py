@@ -89,6 +89,285 @@ def autocast_compiled() -> str:
     return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {error:.1e}"
 
 
+# Each symptom of the troubleshooting page: a reproduction and a fix, on the GPU.
+
+# --8<-- [start:count_compiles]
+from torch._dynamo.utils import counters
+
+
+def graphs_compiled(run, *args) -> int:
+    """How many graphs torch.compile built while run(*args) ran, from a fresh start."""
+    torch._dynamo.reset()
+    counters.clear()
+    run(*args)
+    return counters["stats"]["unique_graphs"]
+# --8<-- [end:count_compiles]
+
+
+# --8<-- [start:recompile_int]
+def shifted(offset):
+    """A score_mod that closes over a Python int: a new constant for the compiler at every value."""
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return torch.where(kv_idx <= q_idx + offset, score, -float("inf"))
+    return score_mod
+
+
+def steps_with_python_int(q, steps=10):
+    attention = torch.compile(flex_attention)
+    for step in range(steps):
+        attention(q, q, q, score_mod=shifted(step))
+# --8<-- [end:recompile_int]
+
+
+# --8<-- [start:recompile_float]
+def scaled(scale):
+    """A score_mod that closes over a Python float."""
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score * scale
+    return score_mod
+
+
+def steps_with_python_float(q, steps=3):
+    attention = torch.compile(flex_attention)
+    for step in range(steps):
+        attention(q, q, q, score_mod=scaled(1.0 + step / 10))
+# --8<-- [end:recompile_float]
+
+
+# --8<-- [start:recompile_fix]
+def steps_with_tensor(q, steps=10):
+    """The same steps, the number kept in a tensor that is updated in place: one graph for all."""
+    offset = torch.zeros((), dtype=torch.int32, device=q.device)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return torch.where(kv_idx <= q_idx + offset, score, -float("inf"))
+
+    attention = torch.compile(flex_attention)
+    for step in range(steps):
+        offset.fill_(step)
+        attention(q, q, q, score_mod=score_mod)
+# --8<-- [end:recompile_fix]
+
+
+# --8<-- [start:recompile_lengths]
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def lengths(attention, first=512, count=10):
+    """Calls attention at count sequence lengths, each with its own causal BlockMask."""
+    for length in range(first, first + 128 * count, 128):
+        x = torch.randn(1, 4, length, 64, device="cuda", dtype=torch.bfloat16)
+        block_mask = create_block_mask(causal, None, None, length, length, device="cuda")
+        attention(x, x, x, block_mask=block_mask)
+# --8<-- [end:recompile_lengths]
+
+
+def at_default_limit(function):
+    """Runs function under PyTorch's default recompile limit, whatever ran before raised it to."""
+    from snippets.decoding import RECOMPILE_LIMIT
+
+    def wrapper(*args):
+        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+            return function(*args)
+    return wrapper
+
+
+@at_default_limit
+def recompiles() -> str:
+    """Graphs compiled for ten steps of each case, and the error a changing float gives."""
+    q = torch.randn(1, 4, 1024, 64, device="cuda", dtype=torch.bfloat16)
+    lines = [f"Python int in score_mod, 10 steps: {graphs_compiled(steps_with_python_int, q)} graphs",
+             f"tensor in score_mod, 10 steps: {graphs_compiled(steps_with_tensor, q)} graphs",
+             f"10 lengths, dynamic=False: {graphs_compiled(lengths, torch.compile(flex_attention, dynamic=False))} graphs",
+             f"10 lengths, default dynamic: {graphs_compiled(lengths, torch.compile(flex_attention))} graphs"]
+    try:
+        steps_with_python_float(q)
+        lines.append("Python float in score_mod: no error")
+    except Exception as e:
+        lines.append(f"Python float in score_mod: {type(e).__name__}: {str(e).splitlines()[0]}")
+    return "\n".join(lines)
+
+
+# --8<-- [start:peak_memory]
+def peak_memory(run, *args) -> int:
+    """Bytes of GPU memory run(*args) allocated at its peak, beyond what was allocated before."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    run(*args)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+# --8<-- [end:peak_memory]
+
+
+@at_default_limit
+def unfused_cost() -> dict:
+    """Peak memory and time of one call at 16 heads x 8192 tokens: compiled, uncompiled, and
+    compiled past the recompile limit (ten lengths before this one, dynamic=False)."""
+    import triton.testing
+
+    q = torch.randn(1, 16, 8192, 64, device="cuda", dtype=torch.bfloat16)
+    block_mask = create_block_mask(causal, None, None, 8192, 8192, device="cuda")
+    found = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("compiled", "uncompiled", "past the limit"):
+            torch._dynamo.reset()  # the limit counts per function, across torch.compile wrappers
+            attention = flex_attention if name == "uncompiled" else torch.compile(flex_attention, dynamic=False)
+            if name == "past the limit":
+                lengths(attention, first=8192 - 128 * 10, count=10)
+            attention(q, q, q, block_mask=block_mask)
+            found[name] = (peak_memory(attention, q, q, q, None, block_mask),
+                           triton.testing.do_bench(lambda: attention(q, q, q, block_mask=block_mask), return_mode="median"))
+    return found
+
+
+def describe_cost(found: dict) -> str:
+    return "\n".join(f"{name}: peak {peak / 2**20:,.0f} MiB, {ms:.2f} ms" for name, (peak, ms) in found.items())
+
+
+# --8<-- [start:block_mask_memory]
+def block_mask_cost(builder, length, B=None, H=None):
+    """The peak memory of building a causal BlockMask, or the error building it gives."""
+    try:
+        return peak_memory(builder, causal, B, H, length, length, "cuda")
+    except torch.OutOfMemoryError as e:
+        return f"OutOfMemoryError: {str(e).split('. GPU')[0]}"
+# --8<-- [end:block_mask_memory]
+
+
+def block_mask_memory() -> str:
+    """create_block_mask at 32768 tokens: as called, with batch and heads, and compiled."""
+    length = 32768
+    # --8<-- [start:block_mask_fix]
+    compiled_builder = torch.compile(create_block_mask)
+    # --8<-- [end:block_mask_fix]
+    compiled_builder(causal, None, None, length, length, "cuda")  # compiles once
+    cases = [("create_block_mask, B=None, H=None", block_mask_cost(create_block_mask, length)),
+             ("create_block_mask, B=4, H=16", block_mask_cost(create_block_mask, length, 4, 16)),
+             ("torch.compile(create_block_mask), B=None, H=None", block_mask_cost(compiled_builder, length))]
+    return "\n".join(f"{name}: " + (f"peak {cost / 2**20:,.0f} MiB" if isinstance(cost, int) else cost)
+                     for name, cost in cases)
+
+
+# --8<-- [start:masked_rows]
+def padded(b, h, q_idx, kv_idx):
+    """The first 200 of 256 tokens are real; the last 56 are padding and attend to nothing."""
+    return (q_idx < 200) & (kv_idx < 200)
+
+
+def masked_rows(device="cpu", attention=flex_attention):
+    q, k, v = (torch.randn(1, 2, 256, 64, device=device, requires_grad=device != "cpu") for _ in range(3))
+    block_mask = create_block_mask(padded, None, None, 256, 256, device=device)
+    flex = attention(q, k, v, block_mask=block_mask)
+    dense = padded(0, 0, torch.arange(256, device=device)[:, None], torch.arange(256, device=device))
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+    return q, k, v, flex, sdpa
+# --8<-- [end:masked_rows]
+
+
+def describe_masked_rows(device="cpu") -> str:
+    """The padding rows' outputs, and on the GPU their gradients, with FlexAttention and SDPA."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attention = torch.compile(flex_attention) if device == "cuda" else flex_attention
+        q, k, v, flex, sdpa = masked_rows(device, attention)
+    lines = []
+    for name, out in (("flex_attention", flex), ("SDPA, boolean mask", sdpa)):
+        line = f"{name}: padding rows {out[..., 200:, :].abs().max().item():g}, NaN {out.isnan().any().item()}"
+        if device == "cuda":
+            grads = torch.autograd.grad(out.sum(), (q, k, v))
+            line += (f", q.grad on padding rows {grads[0][..., 200:, :].abs().max().item():g}"
+                     f", gradients NaN {any(g.isnan().any().item() for g in grads)}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# --8<-- [start:odd_length]
+def causal_attention(length, attention=torch.compile(flex_attention)):
+    """Causal float32 attention over `length` tokens, any length, with its inputs."""
+    q, k, v = (torch.randn(2, 4, length, 64, device="cuda", requires_grad=True) for _ in range(3))
+    block_mask = create_block_mask(causal, None, None, length, length, device="cuda")
+    return q, k, v, attention(q, k, v, block_mask=block_mask)
+# --8<-- [end:odd_length]
+
+
+def odd_lengths() -> str:
+    """Lengths that are not multiples of 128, forward and backward, against float64 SDPA:
+    relative errors."""
+    lines = []
+    for length in (77, 1000, 1537):
+        q, k, v, out = causal_attention(length)
+        grads = torch.autograd.grad(out.sum(), (q, k, v))
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        want = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+        want_grads = torch.autograd.grad(want.sum(), (q64, k64, v64))
+        errors = [relative(a, b) for a, b in zip((out, *grads), (want, *want_grads))]
+        lines.append(f"{length} tokens: output {errors[0]:.1e}, dq {errors[1]:.1e}, dk {errors[2]:.1e}, dv {errors[3]:.1e}")
+    return "\n".join(lines)
+
+
+def relative(a, b) -> float:
+    return ((a.double() - b).norm() / b.norm()).item()
+
+
+# --8<-- [start:large_head_dim]
+SMALL_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "num_stages": 1}
+
+
+def head_dim_512(kernel_options=None):
+    q, k, v = (torch.randn(1, 4, 1024, 512, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    out = torch.compile(flex_attention)(q, k, v, kernel_options=kernel_options)
+    out.sum().backward()
+    return q, k, v, out
+# --8<-- [end:large_head_dim]
+
+
+def large_head_dim() -> str:
+    """Head dimension 512 in bfloat16: the default blocks, then SMALL_BLOCKS."""
+    torch._dynamo.reset()
+    try:
+        head_dim_512()
+        lines = ["default kernel_options: no error"]
+    except Exception as e:
+        lines = ["default kernel_options: " + " ".join(str(e).split("\n\n")[0].split())]
+    torch._dynamo.reset()
+    q, k, v, out = head_dim_512(SMALL_BLOCKS)
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    lines.append(f"{SMALL_BLOCKS}: forward and backward ran, relative error vs float64 SDPA {relative(out, want):.1e}")
+    return "\n".join(lines)
+
+
+# --8<-- [start:mismatch_fix]
+def matching_block_mask(q, k, mask_mod=causal):
+    """A BlockMask on the queries' device, for these queries' and keys' lengths."""
+    return create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device)
+# --8<-- [end:mismatch_fix]
+
+
+def mismatches() -> str:
+    """The errors of inputs on different devices or a BlockMask for another length, and what
+    mixed dtypes give."""
+    q = torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16)
+    attention = torch.compile(flex_attention)
+    cases = {
+        "key on the CPU": lambda: attention(q, q.cpu(), q).dtype,
+        "BlockMask built on the CPU": lambda: attention(q, q, q, block_mask=create_block_mask(causal, None, None, 256, 256, device="cpu")).dtype,
+        "BlockMask built for 512 tokens": lambda: attention(q, q, q, block_mask=create_block_mask(causal, None, None, 512, 512, device="cuda")).dtype,
+        "key and value in float16": lambda: attention(q, q.half(), q.half()).dtype,
+    }
+    lines = []
+    for name, call in cases.items():
+        torch._dynamo.reset()
+        try:
+            lines.append(f"{name}: no error, output {call()}")
+        except Exception as e:
+            lines.append(f"{name}: {type(e).__name__}: {str(e).split('. As the block mask')[0]}")
+    return "\n".join(lines)
+
+
 def main(argv) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -172,6 +172,8 @@ ENV_LINES = st.lists(st.sampled_from([
     'TRAINER_EXTRA_ARGS+=" --attention_mechanism=native"', "TRAINER_EXTRA_ARGS+=--seed 1", "TRAINER_EXTRA_ARGS=",
     "# TRAINER_EXTRA_ARGS=--attention_mechanism=flex", "TRAINER_EXTRA_ARGS = --attention_mechanism=Flex",
     "MODEL_TYPE=lora", "not a line", "", 'TRAINER_EXTRA_ARGS="--attention_mechanism"',
+    "TRAINER_EXTRA_ARGS=\"--attention_mechanism=flex'", "TRAINER_EXTRA_ARGS='--attention_mechanism=flex\"",
+    'TRAINER_EXTRA_ARGS+="--seed=1 --note+=2"',
 ]), max_size=5)
 
 
@@ -239,6 +241,22 @@ def test_a_key_that_looks_like_attention_mechanism_gets_a_warning_and_exit_1(tmp
     assert "rename it to attention_mechanism" in result.stderr
     if name.endswith(".toml"):
         observe("backend_config.warning_misspelt", result.stderr.strip())
+
+
+@pytest.mark.parametrize("key, warned", [("attention_mechansim", True), ("atention_mechanism", True),
+                                         ("attention_mechanisms", True), ("attention_heads", False),
+                                         ("attn_mechanism", False), ("attention_mechanism", False)])
+def test_misspelt_keys_are_those_close_to_attention_mechanism(key, warned):
+    assert bc.misspelt(bc.arguments({key: "flex"})) == ([key] if warned else [])
+
+
+def test_nesting_is_the_deepest_bracket_level():
+    assert [bc.nesting(t) for t in ("{}", "[[]][[[]]]", "[[[]][[[]]]]", '{"a": [1, [2]], "b": {}}', "]]][", "x")] == [1, 3, 4, 3, 1, 0]
+
+
+def test_an_unknown_value_is_named_whole():
+    with pytest.raises(UsageError, match="unknown attention_mechanism 'flex=1'"):
+        bc.mechanism(["--attention_mechanism=flex=1"])
 
 
 def test_a_correct_key_beside_others_gets_no_warning(tmp_path):

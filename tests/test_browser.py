@@ -156,3 +156,35 @@ def test_home_page_renders_real_glyphs(page, server, lang):
     glyph, missing, blank = (page.evaluate(DRAW, [text, font]) for text in (GLYPHS[lang], "\U0010fffd", ""))
     assert glyph != blank, f"{GLYPHS[lang]!r} draws nothing"
     assert glyph != missing, f"{GLYPHS[lang]!r} draws the missing-glyph box: install fonts-noto-core fonts-noto-cjk"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_download_links_give_the_pages_notebook_and_script(page, server, lang, tmp_path):
+    """Clicking the page's links downloads a valid nbformat v4 notebook whose code cells are the
+    page's code blocks, and the same code as a script; the links are in the page's language."""
+    import jupytext
+    import nbformat
+
+    from guide import i18n
+
+    words = i18n.words(lang)["downloads"]
+    page.goto(server + url_of(lang, "masks"), wait_until="load")
+    links = page.locator("p.page-downloads a")
+    assert links.all_inner_texts() == [words["notebook"], words["script"]]
+    blocks = [b.rstrip("\n") for b in pages.python_blocks("masks.md", lang)]
+    cells = {}
+    for i, suffix in enumerate(("ipynb", "py")):
+        with page.expect_download() as download:
+            links.nth(i).click()
+        path = tmp_path / f"masks-{lang}.{suffix}"
+        download.value.save_as(path)
+        assert download.value.suggested_filename == f"masks.{suffix}"
+        if suffix == "ipynb":
+            nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+            assert nb.nbformat == 4
+            nbformat.validate(nb)
+        else:
+            nb = jupytext.read(path, fmt="py:percent")
+        cells[suffix] = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert cells["ipynb"] == cells["py"] == blocks and blocks
+    assert not page.problems, page.problems

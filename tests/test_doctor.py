@@ -85,7 +85,12 @@ def test_doctor_on_a_gpu(observe):
     result = python("-m snippets doctor")
     assert result.returncode == 0, result.stdout + result.stderr
     status = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
-    assert all(status[c] == "ok" for c in ("torch", "cuda", "triton", "flex_attention", "compile_cache")), status
+    assert all(status[c] == "ok" for c in ("torch", "cuda", "triton", "flex_attention", "compile_cache",
+                                           "recompile_limit", "shared_memory")), status
+    import torch
+
+    kib = torch.cuda.get_device_properties(0).shared_memory_per_block_optin // 1024  # from the driver, not doctor
+    assert f"{kib} KiB of shared memory per block" in result.stdout
     assert "compiled flex_attention ran on the GPU" in result.stdout
     observe("doctor.report_gpu", result.stdout.strip())
 
@@ -98,7 +103,8 @@ def test_doctor_statuses_on_a_cpu_machine():
     report = json.loads(python("-m snippets doctor --json").stdout)
     assert {c["check"]: c["status"] for c in report["checks"]} == {
         "torch": "ok", "cuda": "warn", "triton": "ok", "flex_attention": "ok",
-        "compile_cache": "ok", "diffusers": "ok", "float32_precision": "ok"}
+        "compile_cache": "ok", "recompile_limit": "ok", "shared_memory": "ok", "diffusers": "ok",
+        "float32_precision": "ok"}
     messages = {c["check"]: c["message"] for c in report["checks"]}
     assert messages["triton"] == "Triton not needed on CPU (the CPU kernels are C++)"
     assert messages["float32_precision"] == "float32 matmul precision is 'highest'"
@@ -113,6 +119,35 @@ def test_torch_older_than_2_5_fails(monkeypatch, version, status):
     monkeypatch.setattr(torch, "__version__", version)
     got = doctor.check_torch()
     assert got[0] == status and got[2] == ("torch_old" if status == "fail" else "")
+
+
+@pytest.mark.parametrize("limit, status", [(8, "ok"), (64, "ok"), (7, "warn"), (1, "warn")])
+def test_a_recompile_limit_below_the_default_warns_with_the_recompiles_section(limit, status):
+    import torch._dynamo
+
+    from snippets import doctor
+
+    # PyTorch's default, 8, is checked in a fresh process by test_decoding's test_the_recompile_limit_shown_is_pytorchs_default
+    with torch._dynamo.config.patch(recompile_limit=limit):
+        got = doctor.check_recompile_limit()
+    assert got[0] == status and got[2] == ("recompiles" if status == "warn" else "")
+    assert str(limit) in got[1]
+
+
+@pytest.mark.parametrize("kib, status", [(227, "ok"), (163, "ok"), (99, "warn"), (48, "warn")])
+def test_little_shared_memory_per_block_warns_with_the_out_of_resources_section(monkeypatch, kib, status):
+    import types
+
+    import torch
+
+    from snippets import doctor
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(shared_memory_per_block_optin=kib * 1024))
+    got = doctor.check_shared_memory()
+    assert got[0] == status and got[2] == ("smem" if status == "warn" else "")
+    assert f"{kib} KiB" in got[1]
 
 
 @pytest.mark.parametrize("precision, status", [("highest", "ok"), ("high", "warn"), ("medium", "warn")])

@@ -70,3 +70,114 @@ def test_program_prints_the_three_errors_a_cpu_gives():
     result = python("-m snippets.troubleshooting")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "\n".join([ts.missing_helper(), ts.string_version_check(), ts.cpu_backward()]) + "\n"
+
+
+# The symptoms of the troubleshooting page, each reproduced and fixed.
+
+@pytest.mark.gpu
+def test_changing_lengths_recompile_to_the_limit_a_float_breaks_and_a_tensor_compiles_once(observe):
+
+    text = observe("troubleshooting.recompiles", ts.recompiles())
+    graphs = {name: int(n) for name, n in re.findall(r"^(.*?): (\d+) graphs$", text, re.M)}
+    from snippets.decoding import RECOMPILE_LIMIT as limit  # PyTorch's default, checked in a fresh process by test_decoding
+    assert graphs["10 lengths, dynamic=False"] >= limit
+    assert graphs["Python int in score_mod, 10 steps"] == 2  # the second compile makes the int dynamic
+    assert graphs["tensor in score_mod, 10 steps"] == 1
+    assert graphs["10 lengths, default dynamic"] <= 2
+    assert "Python float in score_mod: InductorError: LoweringException: RuntimeError: unbacked_bindings" in text
+
+
+@pytest.mark.gpu
+def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_scores(observe):
+    found = ts.unfused_cost()
+    observe("troubleshooting.unfused_cost", ts.describe_cost(found))
+    scores = 16 * 8192 * 8192 * 2  # one bfloat16 score per query, key and head: what a fused kernel never stores
+    (compiled, _), (uncompiled, _), (past, _) = found["compiled"], found["uncompiled"], found["past the limit"]
+    assert uncompiled >= scores and past >= scores
+    assert compiled < scores / 100
+    assert abs(past - uncompiled) < 0.1 * uncompiled  # past the limit is the uncompiled path
+
+
+@pytest.mark.gpu
+def test_create_block_mask_materialises_the_mask_and_compiling_it_does_not(observe):
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    text = observe("troubleshooting.block_mask_memory", ts.block_mask_memory())
+    peaks = {name: float(mib.replace(",", "")) for name, mib in re.findall(r"^(.*?): peak ([\d,]+) MiB$", text, re.M)}
+    assert peaks["create_block_mask, B=None, H=None"] * 2**20 >= 32768 * 32768  # a boolean per query and key
+    assert peaks["torch.compile(create_block_mask), B=None, H=None"] * 16 < peaks["create_block_mask, B=None, H=None"]
+    assert "create_block_mask, B=4, H=16: OutOfMemoryError: CUDA out of memory" in text
+    eager = create_block_mask(ts.causal, 2, 3, 4096, 4096, "cuda")
+    compiled = torch.compile(create_block_mask)(ts.causal, 2, 3, 4096, 4096, "cuda")
+    for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+        assert torch.equal(getattr(eager, name), getattr(compiled, name)), name
+
+
+def test_rows_with_nothing_to_attend_to_are_zero_not_nan_on_the_cpu(observe):
+    text = observe("troubleshooting.masked_rows_cpu", ts.describe_masked_rows("cpu"))
+    assert text.splitlines() == ["flex_attention: padding rows 0, NaN False", "SDPA, boolean mask: padding rows 0, NaN False"]
+
+
+@pytest.mark.gpu
+def test_rows_with_nothing_to_attend_to_have_zero_output_and_gradients_on_the_gpu(observe):
+    text = observe("troubleshooting.masked_rows", ts.describe_masked_rows("cuda"))
+    for line in text.splitlines():
+        assert line.endswith("padding rows 0, NaN False, q.grad on padding rows 0, gradients NaN False"), line
+
+
+@pytest.mark.gpu
+def test_lengths_that_are_not_multiples_of_the_block_size_are_exact_forward_and_backward(observe):
+    text = observe("troubleshooting.odd_lengths", ts.odd_lengths())
+    errors = [float(x) for x in re.findall(r"(\d\.\de[-+]\d+)", text)]
+    assert len(errors) == 12 and max(errors) < 1e-5  # float32 against float64: rounding only
+
+
+@pytest.mark.gpu
+def test_head_dim_512_runs_out_of_shared_memory_and_smaller_blocks_fix_it(observe):
+    import torch
+
+    text = observe("troubleshooting.large_head_dim", ts.large_head_dim())
+    first, second = text.splitlines()
+    limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin  # the oracle: the GPU's own limit
+    assert "out of resource" in first and f"Hardware limit:{limit}" in first
+    assert second.startswith(f"{ts.SMALL_BLOCKS}: forward and backward ran")
+    assert float(second.rsplit(" ", 1)[1]) < 2e-2  # bfloat16's own error
+
+
+@pytest.mark.gpu
+def test_device_and_length_mismatches_name_the_problem_and_dtypes_mix_silently(observe):
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    text = observe("troubleshooting.mismatches", ts.mismatches())
+    lines = dict(line.split(": ", 1) for line in text.splitlines())
+    assert lines["key on the CPU"].startswith("ValueError: Expected query, key, and value to have the same device type")
+    assert lines["BlockMask built on the CPU"].startswith("RuntimeError: Expect q/k/v and block_mask to be on the same device")
+    assert lines["BlockMask built for 512 tokens"].startswith(
+        "ValueError: block_mask was created for block_mask.shape=(1, 1, 512, 512) but got q_len=256 and kv_len=256")
+    assert lines["key and value in float16"] == "no error, output torch.bfloat16"
+    q, k = torch.randn(2, 1, 2, 256, 64, device="cuda").unbind()
+    out = torch.compile(flex_attention)(q, k.to(q.device), k, block_mask=ts.matching_block_mask(q, k))
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), k.double(), is_causal=True)
+    assert ((out.double() - want).norm() / want.norm()).item() < 1e-5
+
+
+@pytest.mark.parametrize("gpu", ["nvidia-h100-80gb-hbm3", "nvidia-h200"])
+def test_where_flex_attention_is_slower_than_sdpa_in_the_benchmark_records(gpu):
+    """The oracle: the benchmark records measured on each GPU."""
+    import json
+
+    from tests.helpers import ROOT
+
+    cases = json.loads((ROOT / "records/bench" / f"{gpu}.json").read_text())["cases"]
+
+    def ms(group, variant):
+        return {json.dumps(c["shape"], sort_keys=True): c["forward_backward_ms"]
+                for c in cases if c["group"] == group and c["variant"] == variant}
+
+    flex, cudnn, fa2 = ms("training", "flex"), ms("training", "sdpa_cudnn"), ms("training", "sdpa_flash")
+    assert flex and set(flex) == set(cudnn) == set(fa2)
+    assert all(cudnn[s] < flex[s] < fa2[s] for s in flex)  # dense causal: cuDNN first, then flex, then FA2
+    for group, sparse, dense in (("sliding", "flex", "sdpa_dense_mask"), ("documents", "flex_packed", "sdpa_padded")):
+        assert all(ms(group, sparse)[s] < ms(group, dense)[s] for s in ms(group, sparse))
