@@ -106,7 +106,7 @@ def graphs_compiled(run, *args) -> int:
 
 # --8<-- [start:recompile_int]
 def shifted(offset):
-    """A score_mod that closes over a Python int: a new constant for the compiler at every value."""
+    """A score_mod that closes over a Python int."""
     def score_mod(score, b, h, q_idx, kv_idx):
         return torch.where(kv_idx <= q_idx + offset, score, -float("inf"))
     return score_mod
