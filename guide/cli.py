@@ -126,9 +126,9 @@ def i18n_command(args) -> int:
     unknown = [p for p in args.pages if p not in i18n.english_pages()]
     if unknown:
         raise GuideError(f"no English page {unknown[0]!r}", f"one of {', '.join(i18n.english_pages())}")
-    key = "reviewed_sha256" if args.action == "reviewed" else "source_sha256"
-    for path in i18n.sync(args.lang, args.pages, key):
-        print(f"{args.action} {path}" if args.action == "reviewed" else f"synced {path}")
+    record, verb = (i18n.review, "reviewed") if args.action == "reviewed" else (i18n.sync, "synced")
+    for path in record(args.lang, args.pages):
+        print(f"{verb} {path}")
     return 0
 
 

@@ -287,7 +287,21 @@ def check() -> list:
     return found
 
 
-def sync(lang: str, pages: list, key: str = "source_sha256") -> list:
+def sync(lang: str, pages: list) -> list:
+    """After translating: record the English page each translation now matches."""
+    return stamp(lang, pages, "source_sha256")
+
+
+def review(lang: str, pages: list) -> list:
+    """After a native reader's review: record the English page it was reviewed against."""
+    for page in pages or english_pages():
+        if state(lang, page) == "outdated":
+            raise GuideError(f"docs/{lang}/{page} is outdated, so a review of it would not match the English page",
+                             f"translate it again and run python -m guide i18n sync {lang} {page} first")
+    return stamp(lang, pages, "reviewed_sha256")
+
+
+def stamp(lang: str, pages: list, key: str) -> list:
     """Write the current English hash into each translation's front matter, under key."""
     done = []
     for page in pages or english_pages():
@@ -295,9 +309,6 @@ def sync(lang: str, pages: list, key: str = "source_sha256") -> list:
         if not path.exists():
             raise GuideError(f"docs/{lang}/{page} does not exist", f"translate docs/en/{page} first")
         meta, text = split_front(path.read_text(encoding="utf-8"))
-        if key == "reviewed_sha256" and meta.get("source_sha256") != english_hash(page):
-            raise GuideError(f"docs/{lang}/{page} is outdated, so a review of it would not match the English page",
-                             f"translate it again and run python -m guide i18n sync {lang} {page} first")
         meta[key] = english_hash(page)
         front = "".join(f"{k}: {v}\n" for k, v in meta.items())
         path.write_text(f"---\n{front}---\n{text}", encoding="utf-8")

@@ -85,8 +85,7 @@ def autocast_compiled() -> str:
     torch.manual_seed(0)
     out, q, k, v = autocast_forward_backward()
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
-    error = ((out.double() - want).norm() / want.norm()).item()
-    return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {error:.1e}"
+    return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {relative(out, want):.1e}"
 
 
 # Each symptom of the troubleshooting page: a reproduction and a fix, on the GPU.

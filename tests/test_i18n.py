@@ -232,7 +232,7 @@ def test_a_review_is_recorded_against_the_english_page_and_shown_on_the_status_p
                                                         if not line.startswith("reviewed_sha256:")))
     assert {i18n.reviewed(lang, "kernels.md") for lang in project.translations()} == {None}
     english = hashlib.sha256((docs / "en/kernels.md").read_bytes()).hexdigest()[:16]
-    i18n.sync("pt", ["kernels.md"], "reviewed_sha256")
+    i18n.review("pt", ["kernels.md"])
     assert i18n.reviewed("pt", "kernels.md") == english and i18n.state("pt", "kernels.md") == "current"
     table = translations.status_table(snapshot.load(docs.parent), "pt", {t: t for t in project.translations()})
     row = next(line for line in table.splitlines() if "(kernels.md)" in line)
@@ -241,7 +241,7 @@ def test_a_review_is_recorded_against_the_english_page_and_shown_on_the_status_p
     assert "revisada" not in row.split("|")[3]
     (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
     with pytest.raises(GuideError, match="outdated"):
-        i18n.sync("zh", ["kernels.md"], "reviewed_sha256")
+        i18n.review("zh", ["kernels.md"])
     (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text().removesuffix("\nOne more sentence.\n"))
     for lang, text in originals.items():
         (docs / lang / "kernels.md").write_text(text)
