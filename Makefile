@@ -31,12 +31,17 @@ browsers:
 	    exit 1; \
 	  fi; }
 
-# SimpleTuner's released wheel, the oracle of the configuration tests (read, never installed).
+# Released wheels read as oracles, never installed: SimpleTuner's (the configuration tests) and
+# flash-attn-4's (the GPUs the FLASH backend serves).
 SIMPLETUNER_WHEEL := build/upstream/simpletuner-4.10.1-py3-none-any.whl
-upstream: $(SIMPLETUNER_WHEEL)
+FLASH_ATTN_4_WHEEL := build/upstream/flash_attn_4-4.0.0b36-py3-none-any.whl
+upstream: $(SIMPLETUNER_WHEEL) $(FLASH_ATTN_4_WHEEL)
 $(SIMPLETUNER_WHEEL):
 	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
 	  --dest build/upstream simpletuner==4.10.1
+$(FLASH_ATTN_4_WHEEL):
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
+	  --dest build/upstream flash-attn-4==4.0.0b36
 
 serve: setup
 	$(PY) -m mkdocs serve -a 127.0.0.1:8000
@@ -51,11 +56,11 @@ test: setup browsers upstream
 record: setup browsers upstream
 	$(PY) -m pytest --record cpu
 
-# On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers):
+# On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers, flash-attn-4):
 # run the GPU tier (the GPU tests, and the other tests of claims that have one) and record each
 # test's outcome and outputs in records/<gpu>.json.
 GPU_PYTHON ?= python3
-verify-gpu:
+verify-gpu: upstream
 	$(GPU_PYTHON) -m guide setup --gpu
 	$(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider
 

@@ -59,8 +59,8 @@ def test_sources(nodeid: str) -> list:
     tests = project.path("tests")
     module = project.path(nodeid.split("::")[0])
     files = [module, tests / "conftest.py"]
-    if module.exists() and _uses_helpers(str(module), module.stat().st_mtime_ns):
-        files.append(tests / "helpers.py")
+    if module.exists():
+        files += [tests / f"{name}.py" for name in _test_modules_used(str(module), module.stat().st_mtime_ns)]
     bench = project.path("records", "bench", f"{parameter(nodeid)}.json")
     if parameter(nodeid) and bench.exists():
         files.append(bench)
@@ -68,8 +68,10 @@ def test_sources(nodeid: str) -> list:
 
 
 @functools.lru_cache(maxsize=None)
-def _uses_helpers(module: str, mtime_ns: int) -> bool:
-    return "tests.helpers" in Path(module).read_text(encoding="utf-8")
+def _test_modules_used(module: str, mtime_ns: int) -> tuple:
+    """The shared test modules (tests.helpers, tests.upstream) a test module imports, in name order."""
+    text = Path(module).read_text(encoding="utf-8")
+    return tuple(sorted({name for name in re.findall(r"\btests\.(\w+)", text) if not name.startswith("test_")}))
 
 
 def source_hash(key: str) -> str:

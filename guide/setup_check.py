@@ -25,7 +25,14 @@ def check(gpu: bool = False) -> str:
             raise GuideError(f"the GPU tier needs {', '.join(missing)}",
                              f"{sys.executable} -m pip install "
                              + " ".join("pyyaml" if m == "yaml" else m for m in missing) + " -c constraints.txt")
-        return f"GPU tier: {torch.cuda.get_device_name()}, torch {torch.__version__}"
+        try:
+            flash = importlib.util.find_spec("flash_attn.cute") is not None
+        except ModuleNotFoundError:
+            flash = False
+        if not flash:
+            raise GuideError("the GPU tier needs flash-attn-4 (the FLASH backend's tests)",
+                             f"{sys.executable} -m pip install flash-attn-4")
+        return f"GPU tier: {torch.cuda.get_device_name()}, torch {torch.__version__}, flash-attn-4 {md.version('flash-attn-4')}"
     cuda_wheels = sorted(d.metadata["Name"] for d in md.distributions()
                          if (d.metadata["Name"] or "").lower().startswith("nvidia-"))
     if cuda_wheels and not torch.cuda.is_available():

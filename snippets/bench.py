@@ -20,6 +20,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 DTYPE = torch.bfloat16
+FLASH = {"BACKEND": "FLASH"}  # FlexAttention's FlashAttention-4 kernels (pip install flash-attn-4)
 TOKENS = 16384  # tokens per batch in the training cases
 HEADS = 16
 
@@ -28,13 +29,24 @@ torch._dynamo.config.cache_size_limit = 1000
 flex = torch.compile(flex_attention, dynamic=False)
 
 
-def timed(fn, graph=False) -> float:
+def timed(fn, graph=False, rep=100) -> float:
     """Median milliseconds of fn on the GPU (CUDA events; CUDA-graph replay when graph=True)."""
     from triton.testing import do_bench, do_bench_cudagraph
 
     if graph:
         return do_bench_cudagraph(fn, rep=100, return_mode="median")
-    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return do_bench(fn, warmup=25, rep=rep, return_mode="median")
+
+
+def host_ms(fn, calls=20) -> float:
+    """Milliseconds of Python and launch work per call: the time to queue calls, not to run them."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e3
 
 
 def relative_error(got, want) -> float:
@@ -60,6 +72,8 @@ def measure(variants, reference, inputs, flops=None, backward=True, tolerance=2e
             if row["error_vs_reference"] > tolerance:
                 raise AssertionError(f"output differs from the reference by {row['error_vs_reference']:.1e}")
             row["forward_ms"] = timed(lambda: fn(*args), graph=graph)
+            if not graph:
+                row["host_ms"] = host_ms(lambda: fn(*args))
             if backward:
                 grads = [x for x in args if x.requires_grad]
                 fn(*args).backward(dout)  # compiles the backward before timing
@@ -117,6 +131,7 @@ def training_case(batch, tokens, head_dim):
     block_mask = create_block_mask(causal, None, None, tokens, tokens)  # built once, outside timing
     variants = {
         "flex": lambda q, k, v: flex(q, k, v, block_mask=block_mask),
+        "flex_flash": lambda q, k, v: flex(q, k, v, block_mask=block_mask, kernel_options=FLASH),
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION, is_causal=True),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, is_causal=True),
     }
@@ -133,10 +148,32 @@ def sliding_window_case(window=1024, tokens=TOKENS, head_dim=128):
     pairs = dense.sum().item()
     variants = {
         "flex": lambda q, k, v: flex(q, k, v, block_mask=block_mask),
+        "flex_flash": lambda q, k, v: flex(q, k, v, block_mask=block_mask, kernel_options=FLASH),
         "sdpa_dense_mask": sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense),
     }
     return measure(variants, sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense), (q, k, v),
                    flops=4 * HEADS * pairs * head_dim)
+
+
+def soft_cap(score, b, h, q_idx, kv_idx):
+    """tanh soft-capping of the scores at 30, as in Gemma 2."""
+    return 30 * torch.tanh(score / 30)
+
+
+def score_mod_case(tokens=8192, head_dim=128):
+    """A causal score_mod that SDPA has no argument for, against the same math written out densely."""
+    q, k, v = (randn(1, HEADS, tokens, head_dim, grad=True) for _ in range(3))
+    block_mask = create_block_mask(causal, None, None, tokens, tokens)
+
+    def dense(q, k, v):
+        scores = 30 * torch.tanh((q @ k.transpose(-1, -2)).float() / head_dim ** 0.5 / 30)
+        scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+        return (scores.softmax(-1).to(q.dtype) @ v)
+    variants = {
+        "flex": lambda q, k, v: flex(q, k, v, score_mod=soft_cap, block_mask=block_mask),
+        "flex_flash": lambda q, k, v: flex(q, k, v, score_mod=soft_cap, block_mask=block_mask, kernel_options=FLASH),
+    }
+    return measure(variants, dense, (q, k, v), flops=causal_flops(1, HEADS, tokens, head_dim))
 
 
 def document_lengths(total=TOKENS, shortest=128, longest=8192, seed=0):
@@ -178,6 +215,7 @@ def documents_case(head_dim=128):
     flash = sdpa(SDPBackend.FLASH_ATTENTION, is_causal=True)
     variants = {
         "flex_packed": lambda q, k, v: flex(q, k, v, block_mask=block_mask),
+        "flex_packed_flash": lambda q, k, v: flex(q, k, v, block_mask=block_mask, kernel_options=FLASH),
         # The padding-based approach: each document its own row, padded to the longest.
         "sdpa_padded": (lambda q, k, v: unpad(flash(q, k, v)), [pad(x) for x in (q, k, v)]),
         "sdpa_dense_mask": sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense),
@@ -252,6 +290,93 @@ def gqa_case(batch, q_tokens, kv_tokens, q_heads=32, kv_heads=8, head_dim=128):
 # --8<-- [end:gqa]
 
 
+# --8<-- [start:end_to_end]
+class Block(torch.nn.Module):
+    """A pre-norm transformer block whose attention is a function of (q, k, v)."""
+
+    def __init__(self, dim, heads, attention):
+        super().__init__()
+        self.heads, self.attention = heads, attention
+        self.norm1, self.norm2 = torch.nn.RMSNorm(dim), torch.nn.RMSNorm(dim)
+        self.qkv, self.out = torch.nn.Linear(dim, 3 * dim, bias=False), torch.nn.Linear(dim, dim, bias=False)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim, bias=False), torch.nn.GELU(),
+                                       torch.nn.Linear(4 * dim, dim, bias=False))
+
+    def forward(self, x):
+        batch, tokens, dim = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(batch, tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        x = x + self.out(self.attention(q, k, v).transpose(1, 2).reshape(batch, tokens, dim))
+        return x + self.mlp(self.norm2(x))
+
+
+def language_model(attention, layers=4, dim=1024, heads=8, vocab=8192, seed=0):
+    torch.manual_seed(seed)  # the same weights for every variant
+    return torch.nn.Sequential(torch.nn.Embedding(vocab, dim), *(Block(dim, heads, attention) for _ in range(layers)),
+                               torch.nn.RMSNorm(dim), torch.nn.Linear(dim, vocab, bias=False)).cuda()
+
+
+def training_step(model, optimizer, tokens, labels):
+    """One step: forward in bfloat16 autocast, next-token loss over the real tokens, backward, AdamW."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logits = model(tokens)
+    loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+def packed_and_padded(lengths, vocab=8192, seed=0):
+    """The same documents as one packed row (labels: next token within each document) and padded
+    to the longest, one row each (labels -100 past each document's end)."""
+    generator = torch.Generator().manual_seed(seed)
+    documents = [torch.randint(vocab, (n,), generator=generator) for n in lengths]
+    ignore = torch.tensor([-100])
+    packed = torch.cat(documents)[None]
+    packed_labels = torch.cat([torch.cat([d[1:], ignore]) for d in documents])[None]
+    padded = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    padded_labels = torch.full_like(padded, -100)
+    for i, d in enumerate(documents):
+        padded[i, :len(d)], padded_labels[i, :len(d) - 1] = d, d[1:]
+    return [x.cuda() for x in (packed, packed_labels, padded, padded_labels)]
+# --8<-- [end:end_to_end]
+
+
+def end_to_end_case(lengths=None, kernel_options=None):
+    """Training steps of a small language model on packed documents (FlexAttention, document mask)
+    and on the same documents padded (SDPA, causal): the first loss of each must agree, then the
+    step is timed; tokens/s counts the documents' tokens only."""
+    lengths = lengths or document_lengths()
+    packed, packed_labels, padded, padded_labels = packed_and_padded(lengths)
+    document_ids, block_mask = packed_documents(lengths)
+    variants = {
+        "flex_packed": (lambda q, k, v: flex(q, k, v, block_mask=block_mask), packed, packed_labels),
+        "flex_packed_flash": (lambda q, k, v: flex(q, k, v, block_mask=block_mask, kernel_options=FLASH),
+                              packed, packed_labels),
+        "sdpa_padded": (sdpa(SDPBackend.FLASH_ATTENTION, is_causal=True), padded, padded_labels),
+    }
+    rows, first_losses = {}, {}
+    for name, (attention, tokens, labels) in variants.items():
+        row, model, optimizer = {}, None, None
+        try:
+            model = language_model(attention)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            first_losses[name] = training_step(model, optimizer, tokens, labels).item()
+            reference = first_losses.get("flex_packed", first_losses[name])
+            row["loss"], row["loss_vs_reference"] = first_losses[name], abs(first_losses[name] - reference)
+            if row["loss_vs_reference"] > 1e-2:
+                raise AssertionError(f"first loss {first_losses[name]:.4f} differs from {reference:.4f}")
+            row["step_ms"] = timed(lambda: training_step(model, optimizer, tokens, labels), rep=2000)
+            row["tokens_per_s"] = sum(lengths) / row["step_ms"] * 1e3
+            row["tokens_computed"] = tokens.numel()
+        except Exception as e:
+            row["failed"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+        rows[name] = row
+        del model, optimizer
+    return rows, {"documents": len(lengths), "longest": max(lengths), "tokens": sum(lengths),
+                  "layers": 4, "dim": 1024, "heads": 8}
+
+
 def ceilings(quick=False) -> dict:
     """The GPU's own limits, measured in the same run: dense bf16 matmul and device-to-device copy."""
     n = 4096 if quick else 8192
@@ -276,7 +401,7 @@ KERNEL_OPTIONS = [
 
 # The decoding kernel splits the KV cache over SPLIT_KV blocks (default: 2 per SM over batch x KV
 # heads) and walks it in tiles of BLOCK_N keys.
-DECODING_SETTINGS = [{"SPLIT_KV": 64}, {"SPLIT_KV": 128}, {"BLOCK_N": 128}, {"SPLIT_KV": 64, "BLOCK_N": 128}]
+DECODING_SETTINGS = [{"SPLIT_KV": 64}, {"SPLIT_KV": 128}, {"BLOCK_N": 128}, {"SPLIT_KV": 64, "BLOCK_N": 128}, FLASH]
 
 
 def forward_settings_case(batch=4, tokens=4096, head_dim=128):
@@ -323,6 +448,11 @@ def suite(quick=False, log=print, save=lambda result: None) -> dict:
     add("sliding", {"tokens": TOKENS, "window": 1024, "heads": HEADS, "head_dim": 128}, sliding_window_case())
     rows, shape = documents_case()
     add("documents", {**shape, "heads": HEADS, "head_dim": 128}, rows)
+    if not quick:
+        add("score_mod", {"tokens": 8192, "heads": HEADS, "head_dim": 128, "score_mod": "soft_cap"},
+            score_mod_case())
+        rows, shape = end_to_end_case()
+        add("end_to_end", shape, rows)
     models = {"8B": (32, 8)} if quick else {"8B": (32, 8), "70B": (64, 8)}
     for model, (q_heads, kv_heads) in models.items():
         for kv_tokens in ((16384,) if quick else (4096, 16384, 65536)):

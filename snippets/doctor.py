@@ -106,6 +106,32 @@ def check_shared_memory():
 HOPPER_SHARED_MEMORY = 227 * 1024
 
 
+def check_flash_backend():
+    import torch
+
+    if not torch.cuda.is_available():
+        return OK, "no GPU: the FLASH backend needs one", ""
+    try:
+        found = importlib.util.find_spec("flash_attn.cute") is not None
+    except ModuleNotFoundError:  # no flash_attn package at all
+        found = False
+    if not found:
+        return WARN, "flash-attn-4 is not installed: no BACKEND='FLASH' (FlexAttention runs its Triton kernels)", "flash"
+    from importlib.metadata import version as installed_version
+
+    version = installed_version("flash-attn-4")
+    major, minor = torch.cuda.get_device_capability()
+    if major not in FLASH_COMPUTE_CAPABILITIES:
+        return WARN, (f"flash-attn-4 {version} on compute capability {major}.{minor}: BACKEND='FLASH' without "
+                      "a BlockMask or a score_mod there"), "flash_gpus"
+    return OK, f"flash-attn-4 {version}: BACKEND='FLASH' available on compute capability {major}.{minor}", ""
+
+
+# The compute capabilities (major) where flash-attn-4 runs both a BlockMask and a score_mod: 8.x has
+# no custom score_mod and 12.x no block sparsity (flash_attn/cute/interface.py, 4.0.0b36).
+FLASH_COMPUTE_CAPABILITIES = (9, 10, 11)
+
+
 def check_diffusers():
     if importlib.util.find_spec("diffusers") is None:
         return WARN, "diffusers is not installed (only needed for Diffusers/SimpleTuner)", "diffusers_missing"
@@ -171,6 +197,16 @@ FIXES = {
         "zh": "头维度较大时，通过 kernel_options 传入更小的块",
         "pt": "para dimensões de head grandes, passe blocos menores em kernel_options",
         "hi": "बड़े हेड डायमेंशन के लिए kernel_options में छोटे ब्लॉक दें"}),
+    "flash": ("flash.md#select", {
+        "en": "pip install flash-attn-4, for the FLASH backend (optional)",
+        "zh": "pip install flash-attn-4，以使用 FLASH 后端（可选）",
+        "pt": "pip install flash-attn-4, para o backend FLASH (opcional)",
+        "hi": "FLASH बैकएंड के लिए pip install flash-attn-4 (वैकल्पिक)"}),
+    "flash_gpus": ("flash.md#gpus", {
+        "en": "keep the Triton backend (the default) on this GPU",
+        "zh": "在这块 GPU 上继续使用 Triton 后端（默认）",
+        "pt": "mantenha o backend Triton (o padrão) nesta GPU",
+        "hi": "इस GPU पर Triton बैकएंड (डिफ़ॉल्ट) ही रखें"}),
     "broken": ("troubleshooting.md#symptoms-and-fixes", {
         "en": "look the error up in the table of symptoms", "zh": "在症状表中查找这个错误",
         "pt": "procure o erro na tabela de sintomas", "hi": "लक्षणों की तालिका में यह त्रुटि देखें"}),
@@ -192,7 +228,7 @@ CHECKS = {
     "torch": check_torch, "cuda": check_cuda, "triton": check_triton,
     "flex_attention": check_flex_call, "compile_cache": check_cache,
     "recompile_limit": check_recompile_limit, "shared_memory": check_shared_memory,
-    "diffusers": check_diffusers, "float32_precision": check_precision,
+    "flash_backend": check_flash_backend, "diffusers": check_diffusers, "float32_precision": check_precision,
 }
 # Without these, FlexAttention is not usable; the others only warn.
 ESSENTIAL = {"torch", "flex_attention"}

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 from snippets import backend_config as bc
 from snippets._cli import UsageError, run
 from tests.helpers import ROOT, python, section, sh
+from tests.upstream import SIMPLETUNER, upstream_wheel
 
 
 @pytest.mark.parametrize("name", ["flex.json", "flex_dashed.json"])
@@ -39,7 +40,6 @@ def test_every_mapped_backend_exists_in_diffusers():
 # The oracle: SimpleTuner itself, its released wheel (make test downloads it from PyPI into build/),
 # read without installing it: the argparse choices and default of --attention_mechanism, and the
 # Diffusers backend each name selects.
-SIMPLETUNER = ("simpletuner", "4.10.1", "c6682347f9b5bdcbdf5b254e816671c219b78b6c3570425e51e9aa470022845f")
 FIELDS = "simpletuner/simpletuner_sdk/server/services/field_registry/sections/advanced.py"
 BACKENDS = "simpletuner/helpers/training/attention_backend.py"
 
@@ -47,15 +47,9 @@ BACKENDS = "simpletuner/helpers/training/attention_backend.py"
 @pytest.fixture(scope="module")
 def simpletuner():
     import ast
-    import hashlib
     import zipfile
 
-    name, version, sha256 = SIMPLETUNER
-    wheel = ROOT / "build/upstream" / f"{name}-{version}-py3-none-any.whl"
-    if not wheel.exists():
-        pytest.fail(f"{wheel.relative_to(ROOT)} is missing. Fix: make upstream (make test fetches it)")
-    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == sha256, "not the released wheel"
-    with zipfile.ZipFile(wheel) as z:
+    with zipfile.ZipFile(upstream_wheel(SIMPLETUNER)) as z:
         fields, backends = ast.parse(z.read(FIELDS)), ast.parse(z.read(BACKENDS))
     found = {}
     for node in ast.walk(fields):
@@ -102,7 +96,7 @@ def upstream(simpletuner):
     import types
     import zipfile
 
-    wheel = ROOT / "build/upstream" / f"{SIMPLETUNER[0]}-{SIMPLETUNER[1]}-py3-none-any.whl"
+    wheel = upstream_wheel(SIMPLETUNER)
     stubs = {
         "simpletuner.helpers.training.state_tracker": {"StateTracker": object},
         "simpletuner.helpers.training.multi_process": {"should_log": lambda: False},

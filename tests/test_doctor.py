@@ -86,12 +86,15 @@ def test_doctor_on_a_gpu(observe):
     assert result.returncode == 0, result.stdout + result.stderr
     status = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
     assert all(status[c] == "ok" for c in ("torch", "cuda", "triton", "flex_attention", "compile_cache",
-                                           "recompile_limit", "shared_memory")), status
+                                           "recompile_limit", "shared_memory", "flash_backend")), status
     import torch
 
     limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin  # from the driver, not doctor
     assert f"{limit // 1024} KiB of shared memory per block" in result.stdout
     assert "compiled flex_attention ran on the GPU" in result.stdout
+    import importlib.metadata
+
+    assert f"flash-attn-4 {importlib.metadata.version('flash-attn-4')}: BACKEND='FLASH' available" in result.stdout
     observe("doctor.report_gpu", result.stdout.strip())
 
 
@@ -103,7 +106,7 @@ def test_doctor_statuses_on_a_cpu_machine():
     report = json.loads(python("-m snippets doctor --json").stdout)
     assert {c["check"]: c["status"] for c in report["checks"]} == {
         "torch": "ok", "cuda": "warn", "triton": "ok", "flex_attention": "ok",
-        "compile_cache": "ok", "recompile_limit": "ok", "shared_memory": "ok", "diffusers": "ok",
+        "compile_cache": "ok", "recompile_limit": "ok", "shared_memory": "ok", "flash_backend": "ok", "diffusers": "ok",
         "float32_precision": "ok"}
     messages = {c["check"]: c["message"] for c in report["checks"]}
     assert messages["triton"] == "Triton not needed on CPU (the CPU kernels are C++)"
@@ -148,6 +151,49 @@ def test_little_shared_memory_per_block_warns_with_the_out_of_resources_section(
     got = doctor.check_shared_memory()
     assert got[0] == status and got[2] == ("smem" if status == "warn" else "")
     assert f"{kib} KiB" in got[1]
+
+
+@pytest.fixture(scope="module")
+def flash_capabilities():
+    """The compute capabilities (major) where flash-attn-4 4.0.0b36 serves both a BlockMask and a
+    score_mod, read from its released wheel: those it accepts, less those with either limit."""
+    from tests.upstream import flash_attn_4_source
+
+    source = flash_attn_4_source()
+    accepted = set(eval(re.search(r"assert arch // 10 in (\[[\d, ]+\]), \"Unsupported", source).group(1)))
+    no_score_mod = {int(m) for m in re.findall(r"if arch // 10 == (\d+):\s+raise NotImplementedError\(\"Custom "
+                                                 r"user-provided score_mod", source)}
+    no_block_mask = {int(m) for m in re.findall(r"elif arch // 10 == (\d+):\s+# [^\n]*\n\s+assert not "
+                                                  r"use_block_sparsity", source)}
+    assert no_score_mod and no_block_mask, "flash-attn-4's source changed shape"
+    return accepted - no_score_mod - no_block_mask
+
+
+@pytest.mark.parametrize("installed, capability, status, fix", [
+    (False, (9, 0), "warn", "flash"), (True, (9, 0), "ok", ""), (True, (10, 0), "ok", ""),
+    (True, (8, 0), "warn", "flash_gpus"), (True, (12, 0), "warn", "flash_gpus")])
+def test_the_flash_backend_check_says_whether_flash_attn_4_serves_this_gpu(
+        monkeypatch, flash_capabilities, installed, capability, status, fix):
+    import importlib.metadata
+    import importlib.util
+
+    import torch
+
+    from snippets import doctor
+
+    assert set(doctor.FLASH_COMPUTE_CAPABILITIES) == flash_capabilities
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda: capability)
+    find_spec, version = importlib.util.find_spec, importlib.metadata.version
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (object() if installed else None) if name == "flash_attn.cute"
+                        else find_spec(name, *a))
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "4.0.0b36" if name == "flash-attn-4" else version(name))
+    got = doctor.check_flash_backend()
+    assert got[0] == status and got[2] == fix, got
+    assert ("not installed" in got[1]) == (not installed)
+    if installed:
+        assert f"compute capability {capability[0]}.{capability[1]}" in got[1]
 
 
 @pytest.mark.parametrize("precision, status", [("highest", "ok"), ("high", "warn"), ("medium", "warn")])

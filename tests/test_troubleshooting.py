@@ -161,23 +161,3 @@ def test_device_and_length_mismatches_name_the_problem_and_dtypes_mix_silently(o
     out = torch.compile(flex_attention)(q, k.to(q.device), k, block_mask=ts.matching_block_mask(q, k))
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), k.double(), is_causal=True)
     assert ts.relative(out, want) < 1e-5
-
-
-@pytest.mark.parametrize("gpu", ["nvidia-h100-80gb-hbm3", "nvidia-h200"])
-def test_where_flex_attention_is_slower_than_sdpa_in_the_benchmark_records(gpu):
-    """The oracle: the benchmark records measured on each GPU."""
-    import json
-
-    from tests.helpers import ROOT
-
-    cases = json.loads((ROOT / "records/bench" / f"{gpu}.json").read_text())["cases"]
-
-    def ms(group, variant):
-        return {json.dumps(c["shape"], sort_keys=True): c["forward_backward_ms"]
-                for c in cases if c["group"] == group and c["variant"] == variant}
-
-    flex, cudnn, fa2 = ms("training", "flex"), ms("training", "sdpa_cudnn"), ms("training", "sdpa_flash")
-    assert flex and set(flex) == set(cudnn) == set(fa2)
-    assert all(cudnn[s] < flex[s] < fa2[s] for s in flex)  # dense causal: cuDNN first, then flex, then FA2
-    for group, sparse, dense in (("sliding", "flex", "sdpa_dense_mask"), ("documents", "flex_packed", "sdpa_padded")):
-        assert all(ms(group, sparse)[s] < ms(group, dense)[s] for s in ms(group, sparse))

@@ -22,8 +22,9 @@ from guide.site import numbers
 from guide.site.numbers import date, number, say
 
 MARKER = re.compile(r"<!-- bench: ([\w-]+) -->")
-NAMES = {"flex": "FlexAttention", "sdpa_flash": "SDPA flash (FA2)", "sdpa_cudnn": "SDPA cuDNN",
-         "sdpa_gqa": "SDPA enable_gqa", "gpt_fast_2024": "gpt-fast 2024"}
+NAMES = {"flex": "FlexAttention", "flex_flash": "FlexAttention FLASH", "sdpa_flash": "SDPA flash (FA2)",
+         "sdpa_cudnn": "SDPA cuDNN", "sdpa_gqa": "SDPA enable_gqa", "gpt_fast_2024": "gpt-fast 2024"}
+FLASH_SETTING = 'flex {"BACKEND": "FLASH"}'  # the FLASH backend's variant among the decoding settings
 
 
 def name(variant, w):
@@ -123,24 +124,25 @@ def training(lang, records):
     w = words(lang)
     out = []
     for record in records.values():
-        rows, bars = [], {v: [] for v in ("flex", "sdpa_flash", "sdpa_cudnn")}
+        rows, bars = [], {v: [] for v in ("flex", "flex_flash", "sdpa_flash", "sdpa_cudnn")}
         labels = []
         for key, row in report.table(record, "training").items():
             shape = json.loads(key)
             rows.append([shape_label(shape)] + [fmt(row.get(v, {}).get("forward_backward_ms")) for v in bars]
-                        + [fmt(report.speedup(row, "flex", "sdpa_flash", "forward_backward_ms")) + "×",
-                           fmt(report.speedup(row, "flex", "sdpa_cudnn", "forward_backward_ms")) + "×"])
+                        + [fmt(report.speedup(row, a, b, "forward_backward_ms")) + "×"
+                           for a, b in (("flex", "sdpa_flash"), ("flex", "sdpa_cudnn"), ("flex_flash", "sdpa_cudnn"))])
             labels.append(shape_label(shape))
             for v in bars:
                 bars[v].append(row.get(v, {}).get("forward_backward_tflops", 0))
         out.append(f"**{gpu_label(record)}**, {w['fb']}\n")
         out.append(md_table([w["shape"]] + [NAMES[v] for v in bars]
-                            + [say(w["vs"], a="Flex", b="FA2"), say(w["vs"], a="Flex", b="cuDNN")], rows))
+                            + [say(w["vs"], a="Flex", b="FA2"), say(w["vs"], a="Flex", b="cuDNN"),
+                               say(w["vs"], a="FLASH", b="cuDNN")], rows))
         fig, axes = figure()
         ax = axes[0][0]
-        width = 0.27
+        width = 0.2
         for i, (v, values) in enumerate(bars.items()):
-            ax.bar([x + (i - 1) * width for x in range(len(labels))], values, width, label=NAMES[v])
+            ax.bar([x + (i - 1.5) * width for x in range(len(labels))], values, width, label=NAMES[v])
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_ylabel(f"{w['tflops']} ({w['fb'].split(',')[0]})")
         ax.set_title(gpu_label(record))
@@ -160,11 +162,12 @@ def masks(lang, records):
 
     def rows_of(record):
         rows = []
-        for group in ("sliding", "documents"):
+        for group in ("sliding", "documents", "score_mod"):
             for key, row in report.table(record, group).items():
                 shape = json.loads(key)
                 case = (say(w["sliding"], w=shape["window"], t=shape["tokens"]) if group == "sliding" else
-                        say(w["documents"], n=shape["documents"], t=shape["tokens"], l=shape["longest"]))
+                        say(w["documents"], n=shape["documents"], t=shape["tokens"], l=shape["longest"])
+                        if group == "documents" else say(w["soft_cap"], t=shape["tokens"]))
                 for variant, c in row.items():
                     rows.append([case, name(variant, w), fmt(c.get("forward_ms")), fmt(c.get("forward_backward_ms")),
                                  fmt(c.get("forward_backward_tflops")) if "failed" not in c else w["failed"]])
@@ -231,8 +234,8 @@ def roofline(lang, records):
             if "forward_ms" in case:
                 flops = 4 * s["batch"] * s["q_heads"] * s["kv_tokens"] * s["head_dim"]
                 points.append((flops / s["kv_bytes"], flops / case["forward_ms"] / 1e9, case["variant"]))
-        for variant, marker in (("flex", "o"), ("sdpa_flash", "s"), ("sdpa_cudnn", "^"), ("sdpa_gqa", "s"),
-                                ("gpt_fast_2024", "x")):
+        for variant, marker in (("flex", "o"), ("flex_flash", "D"), ("sdpa_flash", "s"), ("sdpa_cudnn", "^"),
+                                ("sdpa_gqa", "s"), ("gpt_fast_2024", "x")):
             chosen = [(x, y) for x, y, v in points if v == variant]
             if chosen:
                 ax.scatter(*zip(*chosen), color=color, marker=marker, s=18,
@@ -289,27 +292,80 @@ def gqa(lang, records):
     return per_gpu(records, [w["case"], w["variant"], w["ms"], w["memory"]], rows_of)
 
 
+def end_to_end(lang, records):
+    """Training steps of a small model: packed documents against the same documents padded."""
+    w = words(lang)
+
+    def rows_of(record):
+        rows = []
+        for key, row in report.table(record, "end_to_end").items():
+            for variant, c in row.items():
+                rows.append([name(variant, w), number(c["tokens_computed"]) if "tokens_computed" in c else "—",
+                             fmt(c.get("step_ms")), number(c["tokens_per_s"], ".0f") if "tokens_per_s" in c
+                             else w["failed"], fmt(report.speedup(row, variant, "sdpa_padded", "step_ms")) + "×"])
+        return rows
+    return per_gpu(records, [w["variant"], w["tokens_computed"], w["step"], w["tokens_s"],
+                             w["vs_padded"]], rows_of)
+
+
+def flash_from(record):
+    """The shortest sequence length (tokens) from which FLASH beat cuDNN in forward and backward at
+    every training shape of that length or longer; None where it never did."""
+    wins = {}
+    for key, row in report.table(record, "training").items():
+        tokens = json.loads(key)["tokens"]
+        wins.setdefault(tokens, []).append(faster(row, ("flex_flash", "sdpa_cudnn"), "forward_backward_ms")
+                                           == "flex_flash")
+    start = None
+    for tokens in sorted(wins, reverse=True):
+        if not all(wins[tokens]):
+            break
+        start = tokens
+    return start
+
+
+def faster(row, variants, key) -> str:
+    """The variant of row with the shortest time under key."""
+    timed = {v: row[v][key] for v in variants if key in row.get(v, {})}
+    return min(timed, key=timed.get)
+
+
 def choose(lang, records):
-    """What to use where, with the ratio each GPU's record measured."""
+    """What to use where, per GPU: the variant its record measured fastest, and by how much."""
     w = words(lang)
     columns = {}
     for key, record in records.items():
-        plain = report.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
+        start = flash_from(record)
+        flash = [report.speedup(row, "flex_flash", "sdpa_cudnn", "forward_backward_ms")
+                 for key, row in report.table(record, "training").items()
+                 if start and json.loads(key)["tokens"] >= start]
+        triton = report.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
         sliding = next(iter(report.table(record, "sliding").values()))
         documents = next(iter(report.table(record, "documents").values()))
+        score = next(iter(report.table(record, "score_mod").values()))
         decoding = report.ratios(record, "decoding", "sdpa_gqa", "flex", "forward_ms")
+        best_sliding = faster(sliding, ("flex", "flex_flash"), "forward_backward_ms")
+        best_documents = faster(documents, ("flex_packed", "flex_packed_flash"), "forward_backward_ms")
+        best_score = faster(score, ("flex", "flex_flash"), "forward_backward_ms")
         columns[gpu_label(record)] = [
-            say(w["choose_plain"], lo=min(plain), hi=max(plain)),
-            say(w["choose_sliding"], x=report.speedup(sliding, "flex", "sdpa_dense_mask", "forward_backward_ms")),
-            say(w["choose_documents"],
-                x=report.speedup(documents, "flex_packed", "sdpa_padded", "forward_backward_ms"),
-                y=report.speedup(documents, "flex_packed", "sdpa_dense_mask", "forward_backward_ms")),
-            say(w["choose_decoding"], lo=min(decoding), hi=max(decoding))]
-    situations = [("plain", "use_sdpa"), ("sliding", "use_flex"), ("documents", "use_flex"),
-                  ("decoding", "use_sdpa_gqa")]
-    rows = [[w["situation_" + s], w[u]] + [cells[i] for cells in columns.values()]
-            for i, (s, u) in enumerate(situations)]
-    return md_table([w["situation"], w["use"]] + list(columns), rows)
+            (say(w["use_flash_from"], t=start) if start else w["use_sdpa"],
+             say(w["choose_plain"], lo=min(flash), hi=max(flash), tlo=min(triton), thi=max(triton)) if start
+             else say(w["choose_plain_cudnn"], tlo=min(triton), thi=max(triton))),
+            (w["use_" + best_sliding],
+             say(w["choose_sliding"], x=report.speedup(sliding, best_sliding, "sdpa_dense_mask", "forward_backward_ms"))),
+            (w["use_" + best_documents.replace("_packed", "")],
+             say(w["choose_documents"],
+                 x=report.speedup(documents, best_documents, "sdpa_padded", "forward_backward_ms"),
+                 y=report.speedup(documents, best_documents, "sdpa_dense_mask", "forward_backward_ms"))),
+            (w["use_" + best_score],
+             say(w["choose_score_mod"], x=report.speedup(score, best_score, ({"flex", "flex_flash"} - {best_score}).pop(),
+                                                        "forward_backward_ms"))),
+            (w["use_sdpa_gqa"] if min(decoding) > 1 else w["use_flex"],
+             say(w["choose_decoding"], lo=min(decoding), hi=max(decoding)))]
+    situations = ("plain", "sliding", "documents", "score_mod", "decoding")
+    rows = [[w["situation_" + s]] + [f"**{cells[i][0]}**: {cells[i][1]}" for cells in columns.values()]
+            for i, s in enumerate(situations)]
+    return md_table([w["situation"]] + list(columns), rows)
 
 
 def range_of(values) -> dict:
@@ -333,6 +389,32 @@ def documents_seed(record) -> dict:
             "x": report.speedup(row, "flex_packed", "sdpa_padded", "forward_backward_ms")}
 
 
+def end_to_end_gain(record) -> dict:
+    row = next(iter(report.table(record, "end_to_end").values()))
+    return {"e": report.speedup(row, "flex_packed", "sdpa_padded", "step_ms"),
+            "pad": row["sdpa_padded"]["tokens_computed"], "t": row["flex_packed"]["tokens_computed"]}
+
+
+def flash_speed(record) -> dict:
+    """FLASH against cuDNN and against FlexAttention's Triton kernels at the training shapes, in
+    forward and backward, and for one decoding step."""
+    decode = next(iter(report.table(record, "decoding_settings").values()))
+    return {**range_of(report.ratios(record, "training", "flex_flash", "sdpa_cudnn", "forward_backward_ms")),
+            **{k + "2": v for k, v in range_of(report.ratios(
+                record, "training", "flex_flash", "flex", "forward_backward_ms")).items()},
+            **{k + "3": v for k, v in range_of(report.ratios(
+                record, "training", "flex_flash", "sdpa_cudnn", "forward_ms")).items()},
+            "d": report.speedup(decode, FLASH_SETTING, "sdpa_gqa", "forward_ms"),
+            "hf": host_median(record, "flex_flash"), "ht": host_median(record, "flex")}
+
+
+def host_median(record, variant) -> float:
+    """The median CPU time to queue one forward call of variant over the training shapes."""
+    import statistics
+
+    return statistics.median(c["host_ms"] for c in report.cases(record, "training") if c["variant"] == variant)
+
+
 def best_forward(record) -> dict:
     row = next(iter(report.table(record, "forward_settings").values()))
     cudnn = row["sdpa_cudnn"]["forward_ms"]
@@ -354,12 +436,15 @@ def best_decoding(record) -> dict:
 # GPU, and the values its placeholders take from that GPU's record.
 SENTENCES = {
     "seed-fa2": lambda r: range_of(report.ratios(r, "training", "flex", "sdpa_flash", "forward_backward_ms")),
-    "seed-fa3": lambda r: range_of(report.ratios(r, "training", "sdpa_cudnn", "flex", "forward_backward_ms")),
+    "seed-fa3": lambda r: {**range_of(report.ratios(r, "training", "sdpa_cudnn", "flex", "forward_backward_ms")),
+                           **{k + "2": v for k, v in range_of(report.ratios(
+                               r, "training", "flex_flash", "sdpa_cudnn", "forward_backward_ms")).items()}},
+    "flash-speed": flash_speed,
     "seed-decoding": lambda r: {
         **range_of(report.ratios(r, "decoding", "flex", "sdpa_gqa", "forward_ms")),
         **{k + "2": v for k, v in range_of(report.ratios(r, "decoding", "flex", "gpt_fast_2024", "forward_ms")).items()}},
     "seed-scaling": scaling,
-    "seed-documents": documents_seed,
+    "seed-documents": lambda r: {**documents_seed(r), **end_to_end_gain(r)},
     "best-forward": best_forward,
     "best-decoding": best_decoding,
     "training-share": lambda r: range_of([c["forward_tflops"] / r["ceilings"]["matmul_bf16_tflops"]
@@ -374,7 +459,7 @@ def sentences(lang, records, name):
 
 
 BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
-          "roofline": roofline, "settings": settings, "gqa": gqa, "choose": choose}
+          "roofline": roofline, "settings": settings, "gqa": gqa, "choose": choose, "end-to-end": end_to_end}
 
 
 def render(name, lang, records):
