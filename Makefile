@@ -56,13 +56,21 @@ test: setup browsers upstream
 record: setup browsers upstream
 	$(PY) -m pytest --record cpu
 
-# On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, diffusers, flash-attn-4):
+# On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, pytest-xdist,
+# diffusers, flash-attn-4):
 # run the GPU tier (the GPU tests, and the other tests of claims that have one) and record each
-# test's outcome and outputs in records/<gpu>.json.
+# test's outcome and outputs in records/<gpu>.json. The tests run on GPU_WORKERS pytest-xdist
+# workers, longest first (guide/pytest_plugin.py, longest_first). The workers are the parallelism:
+# each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile processes
+# per worker), and flash-attn-4 keeps its compiled kernels on disk
+# (/tmp/<user>/flash_attention_cute_dsl_cache), where the tests and pages that run the same FLASH
+# kernels find them, as Inductor's and Triton's caches already are.
 GPU_PYTHON ?= python3
+GPU_WORKERS ?= 12
 verify-gpu: upstream
 	$(GPU_PYTHON) -m guide setup --gpu
-	$(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider
+	TORCHINDUCTOR_COMPILE_THREADS=1 FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1 \
+	  $(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider -n $(GPU_WORKERS) --maxschedchunk 2
 
 # On a CUDA machine: the benchmark suite (records/bench/<gpu>.json); bench-quick: one shape per group.
 bench:

@@ -17,8 +17,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     project.set_root(config.rootpath)
-    config._observed = {}
-    config._outcomes = {}
+    config.pluginmanager.register(Recorder(config), "guide-recorder")
 
 
 @pytest.fixture
@@ -30,45 +29,58 @@ def records_in_use(request):
 
 @pytest.fixture
 def observe(request):
-    """observe(id, text): an output the pages show, recorded with --record."""
+    """observe(id, text): an output the pages show, recorded with --record. It travels with the
+    test's report, so that a run spread over pytest-xdist workers records it too."""
 
     def keep(output_id, text):
         assert isinstance(text, str) and text, "an observed output is non-empty text"
-        request.config._observed[output_id] = {
+        request.node.user_properties.append(("observed", output_id, {
             "text": text,
             "test": request.node.nodeid,
             "source_sha256": records.source_hash(request.node.nodeid),
-        }
+        }))
         return text
 
     return keep
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Keep each test's outcome for the record: passed, failed or skipped (with the reason)."""
-    report = (yield).get_result()
-    if not records.sources(records.topic_of(item.nodeid)):
-        return  # tests of the site and the records themselves verify no snippet
-    if report.when == "call" or report.outcome != "passed":  # setup/teardown count when they fail or skip
-        entry = {"outcome": report.outcome, "seconds": round(report.duration, 2),
-                 "gpu": "gpu" in item.keywords, "source_sha256": records.source_hash(item.nodeid)}
-        if report.skipped:
-            entry["reason"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if report.failed and report.when != "call":
-            entry["outcome"] = "error"
-        if item.nodeid not in item.config._outcomes or entry["outcome"] != "passed":
-            item.config._outcomes[item.nodeid] = entry
+class Recorder:
+    """Each test's outcome (passed, failed or skipped with the reason) and the outputs it observed,
+    read from the test reports: in one process, or in the controller of a pytest-xdist run, where
+    every worker's reports arrive."""
 
+    def __init__(self, config):
+        self.config = config
+        self.outcomes = {}
+        self.observed = {}
 
-def pytest_sessionfinish(session, exitstatus):
-    name = session.config.getoption("--record")
-    if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
-        name = records.gpu_name()
-    if name and session.config._outcomes and exitstatus in (0, 1):  # failures are recorded too
-        path = records.save(name, session.config._outcomes, session.config._observed)
-        print(f"\nrecorded {len(session.config._outcomes)} tests and {len(session.config._observed)} outputs "
-              f"in {project.relative(path)}")
+    def pytest_runtest_logreport(self, report):
+        for prop in report.user_properties:
+            if prop[0] == "observed":
+                self.observed[prop[1]] = prop[2]
+        if not records.sources(records.topic_of(report.nodeid)):
+            return  # tests of the site and the records themselves verify no snippet
+        if report.when == "call" or report.outcome != "passed":  # setup/teardown count when they fail or skip
+            entry = {"outcome": report.outcome, "seconds": round(report.duration, 2),
+                     "gpu": "gpu" in report.keywords, "source_sha256": records.source_hash(report.nodeid)}
+            if report.skipped:
+                longrepr = report.longrepr
+                entry["reason"] = longrepr[2] if isinstance(longrepr, (tuple, list)) else str(longrepr)
+            if report.failed and report.when != "call":
+                entry["outcome"] = "error"
+            if report.nodeid not in self.outcomes or entry["outcome"] != "passed":
+                self.outcomes[report.nodeid] = entry
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        name = self.config.getoption("--record")
+        if hasattr(self.config, "workerinput"):
+            return  # a pytest-xdist worker: its controller records the run
+        if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
+            name = records.gpu_name()
+        if name and self.outcomes and exitstatus in (0, 1):  # failures are recorded too
+            path = records.save(name, self.outcomes, self.observed)
+            print(f"\nrecorded {len(self.outcomes)} tests and {len(self.observed)} outputs "
+                  f"in {project.relative(path)}")
 
 
 def function_of(nodeid: str) -> str:
@@ -88,12 +100,27 @@ def gpu_tier(items) -> tuple:
     return kept, [i for i in items if function_of(i.nodeid) not in needed]
 
 
+def longest_first(items, workers: int) -> None:
+    """Order a run spread over pytest-xdist workers by the seconds each test took in this machine's
+    record, longest first (a test without a recorded time first of all), so that no long test is left
+    to run alone at the end. xdist's load scheduler (with --maxschedchunk 2) starts each worker on two
+    consecutive tests, run one after the other: the first 2 x workers tests are paired so that the
+    longest runs before the shortest of them, the second longest before the second shortest, and so on."""
+    seconds = records.load(records.gpu_name())["tests"]
+    items.sort(key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
+    n = min(workers, len(items) // 2)
+    head, rest = items[:2 * n], items[2 * n:]
+    items[:] = [item for k in range(n) for item in (head[k], head[2 * n - 1 - k])] + rest
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
     if config.getoption("--gpu-tier"):
         items[:], deselected = gpu_tier(items)
         config.hook.pytest_deselected(items=deselected)
+    if hasattr(config, "workerinput"):  # every worker orders the same collection the same way
+        longest_first(items, config.workerinput["workercount"])
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU: run `make verify-gpu` on a CUDA machine")

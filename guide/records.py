@@ -6,9 +6,12 @@ A record is records/<environment>.json with three parts:
 - "outputs": per output id "<topic>.<name>", the text a test observed, shown on the pages.
 
 A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and config files); when
-those sources or the test code (its module, conftest.py, helpers.py) change, its entries are stale
-until the next recording run.
+those sources or its test code change, its entries are stale until the next recording run. Its test
+code is its module less the other test functions (its own function, the module's fixtures, helpers
+and imports), conftest.py, and the shared test modules it imports: editing one test leaves the
+records of its neighbours current.
 """
+import ast
 import copy
 import datetime
 import functools
@@ -78,16 +81,38 @@ def source_hash(key: str) -> str:
     """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench')."""
     files = sources(topic_of(key)) + (test_sources(key) if "::" in key else [])
     base = project.root()
-    return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files))
+    return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files),
+                   key.split("::")[0] if "::" in key else "", _function_of(key))
+
+
+def _function_of(key: str) -> str:
+    """'tests/test_x.py::test_y[case]' -> 'test_y'; '' for an output or benchmark key."""
+    return re.split(r"[\[:]", key.split("::", 1)[1])[0] if "::" in key else ""
 
 
 @functools.lru_cache(maxsize=None)
-def _digest(files: tuple) -> str:
-    """sha256 over the files' names and bytes; computed once per version (mtime) of the files."""
+def _digest(files: tuple, module: str = "", function: str = "") -> str:
+    """sha256 over the files' names and bytes, the test module's as its test `function` sees it;
+    computed once per version (mtime) of the files."""
     digest = hashlib.sha256()
     for path, name, _ in files:
-        digest.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+        data = Path(path).read_bytes()
+        if name == module:
+            data = _without_other_tests(data.decode("utf-8"), function).encode()
+        digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _without_other_tests(text: str, function: str) -> str:
+    """A test module without its test functions other than `function` (decorators included)."""
+    lines = text.splitlines(keepends=True)
+    drop = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_") \
+                and node.name != function:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            drop.update(range(start - 1, node.end_lineno))
+    return "".join(line for number, line in enumerate(lines) if number not in drop)
 
 
 def gpu_name() -> str:
@@ -157,7 +182,7 @@ def load(name: str) -> dict:
 def test_exists(nodeid: str) -> bool:
     """Whether the test function a test id names is still defined."""
     path = project.path(nodeid.split("::")[0])
-    name = re.split(r"[\[:]", nodeid.split("::", 1)[1])[0] if "::" in nodeid else ""
+    name = _function_of(nodeid)
     return path.exists() and bool(re.search(rf"^def {re.escape(name)}\(", path.read_text(encoding="utf-8"), re.M))
 
 

@@ -20,11 +20,12 @@ def check(gpu: bool = False) -> str:
         if not torch.cuda.is_available():
             raise GuideError(f"no CUDA GPU visible to torch {torch.__version__}",
                              "run `make verify-gpu` on a CUDA machine, with GPU_PYTHON set to its CUDA Python")
-        missing = [m for m in ("pytest", "diffusers", "hypothesis", "yaml") if importlib.util.find_spec(m) is None]
+        packages = {"pytest": "pytest", "xdist": "pytest-xdist", "diffusers": "diffusers", "hypothesis": "hypothesis",
+                    "yaml": "pyyaml"}  # module: the package that installs it
+        missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
         if missing:
             raise GuideError(f"the GPU tier needs {', '.join(missing)}",
-                             f"{sys.executable} -m pip install "
-                             + " ".join("pyyaml" if m == "yaml" else m for m in missing) + " -c constraints.txt")
+                             f"{sys.executable} -m pip install {' '.join(missing)} -c constraints.txt")
         try:
             flash = importlib.util.find_spec("flash_attn.cute") is not None
         except ModuleNotFoundError:

@@ -145,7 +145,8 @@ def test_verified_only_when_every_test_passed_there():
 
 
 def test_editing_the_test_code_makes_its_outcomes_stale(copy_of_snippets):
-    """Rule 2: the recorded hash covers the test module, conftest.py and the helpers it imports."""
+    """Rule 2: the recorded hash covers the test function, the rest of its module but the other test
+    functions, conftest.py and the helpers it imports."""
     root = copy_of_snippets.parent
     module, helpers, conftest = (root / "tests" / name for name in ("test_troubleshooting.py", "helpers.py", "conftest.py"))
     stale = [TEST, "troubleshooting.cpu_backward"]
@@ -160,6 +161,17 @@ def test_editing_the_test_code_makes_its_outcomes_stale(copy_of_snippets):
     module.write_text(module.read_text() + "\n# changed\n")
     assert sorted(records.stale(record)) == stale
     assert claims.verdict({"id": "x", "tests": [TEST]}, record["tests"]) == "stale"
+    record = current_record()
+    neighbour = "def test_eager_flex_attention_warns_that_it_is_unfused(observe):\n"
+    assert neighbour in module.read_text()
+    module.write_text(module.read_text().replace(neighbour, neighbour + "    pass  # changed\n"))
+    assert not records.stale(record), "another test function of the module changes nothing"
+    own = "def test_no_backward_on_cpu(observe):\n"
+    module.write_text(module.read_text().replace(own, own + "    pass  # changed\n"))
+    assert sorted(records.stale(record)) == stale, "its own function"
+    record = current_record()
+    module.write_text(module.read_text().replace("import pytest\n", "import pytest  # changed\n", 1))
+    assert sorted(records.stale(record)) == stale, "the module's imports and helpers"
     record = current_record()
     conftest.write_text(conftest.read_text() + "\n# changed\n")
     assert sorted(records.stale(record)) == stale

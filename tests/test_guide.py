@@ -120,3 +120,61 @@ def test_no_source_file_is_ignored_by_git():
              for p in sorted((ROOT / folder).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=ROOT, capture_output=True, text=True)
     assert ignored.stdout == "", ignored.stdout
+
+
+def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
+    """pytest-xdist: every worker's outcomes, skip reasons and observed outputs reach the record that
+    the controller writes, as a run in one process (the committed CPU record) has them."""
+    from guide import records
+
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    ran = ["tests/test_troubleshooting.py::test_no_backward_on_cpu",
+           "tests/test_troubleshooting.py::test_eager_flex_attention_warns_that_it_is_unfused",
+           "tests/test_troubleshooting.py::test_autocast_with_compiled_flex_attention_runs_forward_and_backward",
+           "tests/test_decoding.py::test_slicing_errors"]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                             "--record", "x", *ran], cwd=checkout, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "created: 2/2 workers" in result.stdout and "recorded 4 tests" in result.stdout
+    record, serial = records.load("x"), records.load("cpu")
+
+    def same(entry):  # what does not depend on the run: no duration; the hash is checked on its own
+        return {k: v for k, v in entry.items() if k not in ("seconds", "source_sha256")}
+
+    assert set(record["tests"]) == set(ran)
+    for nodeid in ran:
+        assert same(record["tests"][nodeid]) == same(serial["tests"][nodeid]), nodeid
+        assert record["tests"][nodeid]["source_sha256"] == records.source_hash(nodeid)
+    observed = {k: same(v) for k, v in serial["outputs"].items() if v["test"] in ran}
+    assert len(observed) >= 3 and {k: same(v) for k, v in record["outputs"].items()} == observed
+
+
+def test_a_run_spread_over_workers_starts_the_longest_tests_first(monkeypatch):
+    """Each worker starts on two consecutive tests of the order: the longest with the shortest of the
+    first 2 x workers, and so on; a test with no recorded time counts as the longest."""
+    from guide import pytest_plugin, records
+
+    seconds = {"a": 10, "b": 8, "c": 5, "d": 1, "f": 3}
+    monkeypatch.setattr(records, "load", lambda name: {"tests": {k: {"seconds": v} for k, v in seconds.items()}})
+    items = [SimpleNamespace(nodeid=name) for name in "abcdef"]
+    pytest_plugin.longest_first(items, workers=2)
+    assert [i.nodeid for i in items] == ["e", "c", "a", "b", "f", "d"]
+    pytest_plugin.longest_first(items, workers=8)  # fewer tests than 2 x workers: pairs of the six
+    assert [i.nodeid for i in items] == ["e", "d", "a", "f", "b", "c"]
+
+
+def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    from guide import setup_check
+    from guide.project import GuideError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("xdist", "yaml") else real(name, *a))
+    with pytest.raises(GuideError) as error:
+        setup_check.check(gpu=True)
+    assert str(error.value).startswith("the GPU tier needs pytest-xdist, pyyaml")
+    assert "pip install pytest-xdist pyyaml -c constraints.txt" in str(error.value) and "\n" not in str(error.value)
