@@ -1,6 +1,11 @@
 """The guide's pytest plugin (`-p guide.pytest_plugin`, set in pyproject.toml): GPU tests skip with a
 reason on a machine without CUDA; `--record ENV` writes each test's outcome and the outputs tests
 observe to records/ENV.json; the `observe` and `records_in_use` fixtures."""
+import contextlib
+import gc
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from guide import project, records
@@ -100,17 +105,54 @@ def gpu_tier(items) -> tuple:
     return kept, [i for i in items if function_of(i.nodeid) not in needed]
 
 
+@contextlib.contextmanager
+def turn(folder: Path, alone: bool):
+    """A turn of the workers of one run: a test marked alone (it measures time or memory, or exhausts
+    the GPU's memory) runs when no other test does; the others share theirs. A test that waits to be
+    alone keeps new tests from starting (the turnstile), so that the running ones finish."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "turnstile", "w") as turnstile, open(folder / "running", "w") as running:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(running, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """In a run spread over pytest-xdist workers that share a machine and its GPU: each test takes its
+    turn (turn), and gives back the GPU memory its process cached, for the next test of any worker."""
+    if not hasattr(item.config, "workerinput"):
+        yield
+        return
+    folder = Path(tempfile.gettempdir()) / f"guide-turns-{item.config.workerinput['testrunuid']}"
+    with turn(folder, "alone" in item.keywords):
+        yield
+        import torch
+
+        if torch.cuda.is_initialized():
+            gc.collect()
+            torch.cuda.empty_cache()
+
+
 def longest_first(items, workers: int) -> None:
     """Order a run spread over pytest-xdist workers by the seconds each test took in this machine's
     record, longest first (a test without a recorded time first of all), so that no long test is left
-    to run alone at the end. xdist's load scheduler (with --maxschedchunk 2) starts each worker on two
+    to run alone at the end; the tests marked alone last of all. xdist's load scheduler (with --maxschedchunk 2) starts each worker on two
     consecutive tests, run one after the other: the first 2 x workers tests are paired so that the
     longest runs before the shortest of them, the second longest before the second shortest, and so on."""
     seconds = records.load(records.gpu_name())["tests"]
     items.sort(key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
+    alone = [item for item in items if "alone" in item.keywords]  # last: they wait for the others to finish
+    items[:] = [item for item in items if "alone" not in item.keywords]
     n = min(workers, len(items) // 2)
     head, rest = items[:2 * n], items[2 * n:]
-    items[:] = [item for k in range(n) for item in (head[k], head[2 * n - 1 - k])] + rest
+    items[:] = [item for k in range(n) for item in (head[k], head[2 * n - 1 - k])] + rest + alone
 
 
 def pytest_collection_modifyitems(config, items):

@@ -71,19 +71,26 @@ def test_unexpected_arguments_are_one_line():
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "--frobnicate" in result.stderr
 
 
-def test_without_flash_attn_4_installed_is_false_here():
-    """On the CPU machine flash-attn-4 is not installed, and the program's check says so."""
+def test_installed_means_flash_attn_4s_cute_kernels_not_flash_attention_2(tmp_path, monkeypatch):
+    """The program's check looks for flash_attn.cute: a flash_attn without it (FlashAttention 2)
+    does not count. Checked against packages made here, and against this machine."""
     import importlib.util
+    import sys
 
     from snippets import flash
 
-    try:
-        present = importlib.util.find_spec("flash_attn") is not None
-    except ModuleNotFoundError:
-        present = False
-    if present:
-        pytest.skip("flash_attn is installed on this machine")
-    assert flash.installed() is False
+    for name in {"flash_attn", "flash_attn.cute"} | {m for m in sys.modules if m.startswith("flash_attn.")}:
+        monkeypatch.setitem(sys.modules, name, None)  # put back, or removed, after the test
+        del sys.modules[name]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "flash_attn").mkdir()
+    (tmp_path / "flash_attn" / "__init__.py").write_text("")
+    importlib.invalidate_caches()
+    assert flash.installed() is False, "FlashAttention 2's flash_attn, no cute"
+    (tmp_path / "flash_attn" / "cute").mkdir()
+    (tmp_path / "flash_attn" / "cute" / "__init__.py").write_text("")
+    importlib.invalidate_caches()
+    assert flash.installed() is True, "flash-attn-4's flash_attn.cute"
 
 
 @pytest.mark.gpu

@@ -151,16 +151,20 @@ def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
 
 def test_a_run_spread_over_workers_starts_the_longest_tests_first(monkeypatch):
     """Each worker starts on two consecutive tests of the order: the longest with the shortest of the
-    first 2 x workers, and so on; a test with no recorded time counts as the longest."""
+    first 2 x workers, and so on; a test with no recorded time counts as the longest; the tests
+    marked alone come last."""
     from guide import pytest_plugin, records
 
     seconds = {"a": 10, "b": 8, "c": 5, "d": 1, "f": 3}
     monkeypatch.setattr(records, "load", lambda name: {"tests": {k: {"seconds": v} for k, v in seconds.items()}})
-    items = [SimpleNamespace(nodeid=name) for name in "abcdef"]
+    items = [SimpleNamespace(nodeid=name, keywords={}) for name in "abcdef"]
     pytest_plugin.longest_first(items, workers=2)
     assert [i.nodeid for i in items] == ["e", "c", "a", "b", "f", "d"]
     pytest_plugin.longest_first(items, workers=8)  # fewer tests than 2 x workers: pairs of the six
     assert [i.nodeid for i in items] == ["e", "d", "a", "f", "b", "c"]
+    items[2].keywords = {"alone": True}  # a: it waits for the other tests to finish
+    pytest_plugin.longest_first(items, workers=2)
+    assert [i.nodeid for i in items] == ["e", "f", "b", "c", "d", "a"]
 
 
 def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monkeypatch):
@@ -178,3 +182,38 @@ def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monke
         setup_check.check(gpu=True)
     assert str(error.value).startswith("the GPU tier needs pytest-xdist, pyyaml")
     assert "pip install pytest-xdist pyyaml -c constraints.txt" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_test_marked_alone_waits_for_the_running_tests_and_holds_off_new_ones(tmp_path):
+    """Workers sharing a machine: a test marked alone starts when the running tests are done, and a
+    test that asks for its turn after it does waits until it has finished."""
+    import threading
+    import time
+
+    from guide.pytest_plugin import turn
+
+    events, started, finish = [], threading.Event(), threading.Event()
+
+    def test(name, whole=False, hold=False):
+        with turn(tmp_path, whole):
+            events.append(f"{name} in")
+            if hold:
+                started.set()
+                finish.wait(10)
+            time.sleep(0.1)
+            events.append(f"{name} out")
+
+    running = threading.Thread(target=test, args=("running",), kwargs={"hold": True})
+    running.start()
+    assert started.wait(10)
+    whole = threading.Thread(target=test, args=("whole",), kwargs={"whole": True})
+    whole.start()
+    time.sleep(0.3)
+    later = threading.Thread(target=test, args=("later",))
+    later.start()
+    time.sleep(0.3)
+    assert events == ["running in"], "the test marked alone waits, and the later test waits behind it"
+    finish.set()
+    for thread in (running, whole, later):
+        thread.join(10)
+    assert events == ["running in", "running out", "whole in", "whole out", "later in", "later out"]

@@ -65,6 +65,7 @@ def test_relocated_cache_receives_the_compiled_code_and_clear_removes_it(tmp_pat
 
 
 @pytest.mark.gpu
+@pytest.mark.alone  # the page shows the times it measures
 def test_warm_up_compiles_once_and_second_call_is_fast(tmp_path, observe):
     import re
 

@@ -88,6 +88,7 @@ def test_changing_lengths_recompile_to_the_limit_a_float_breaks_and_a_tensor_com
 
 
 @pytest.mark.gpu
+@pytest.mark.alone  # peaks of 13 GiB, and times
 def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_scores(observe):
     found = ts.unfused_cost()
     observe("troubleshooting.unfused_cost", ts.describe_cost(found))
@@ -99,6 +100,7 @@ def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_
 
 
 @pytest.mark.gpu
+@pytest.mark.alone  # a peak of 10 GiB, and an allocation that fails
 def test_create_block_mask_materialises_the_mask_and_compiling_it_does_not(observe):
     import torch
     from torch.nn.attention.flex_attention import create_block_mask
