@@ -61,8 +61,8 @@ record: setup browsers upstream
 # run the GPU tier (the GPU tests, and the other tests of claims that have one) and record each
 # test's outcome and outputs in records/<gpu>.json. The tests run on GPU_WORKERS pytest-xdist
 # workers, longest first (guide/pytest_plugin.py, longest_first); a test marked alone (it measures
-# time or memory, or exhausts the GPU's memory) runs last, when no other test runs. The workers are the parallelism:
-# each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile processes
+# time or memory, or exhausts the GPU's memory) runs last, when no other test runs. The workers are
+# the parallelism: each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile processes
 # per worker), and flash-attn-4 keeps its compiled kernels on disk
 # (/tmp/<user>/flash_attention_cute_dsl_cache), where the tests and pages that run the same FLASH
 # kernels find them, as Inductor's and Triton's caches already are.

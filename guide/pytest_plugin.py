@@ -77,9 +77,9 @@ class Recorder:
                 self.outcomes[report.nodeid] = entry
 
     def pytest_sessionfinish(self, session, exitstatus):
-        name = self.config.getoption("--record")
         if hasattr(self.config, "workerinput"):
             return  # a pytest-xdist worker: its controller records the run
+        name = self.config.getoption("--record")
         if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
             name = records.gpu_name()
         if name and self.outcomes and exitstatus in (0, 1):  # failures are recorded too
@@ -142,17 +142,17 @@ def pytest_runtest_protocol(item, nextitem):
 
 def longest_first(items, workers: int) -> None:
     """Order a run spread over pytest-xdist workers by the seconds each test took in this machine's
-    record, longest first (a test without a recorded time first of all), so that no long test is left
-    to run alone at the end; the tests marked alone last of all. xdist's load scheduler (with --maxschedchunk 2) starts each worker on two
-    consecutive tests, run one after the other: the first 2 x workers tests are paired so that the
-    longest runs before the shortest of them, the second longest before the second shortest, and so on."""
+    record, longest first (a test without a recorded time first of all), so that no long test is
+    left to run alone at the end; the tests marked alone last of all, as they wait for the others.
+    xdist's load scheduler (with --maxschedchunk 2) starts each worker on two consecutive tests, run
+    one after the other: the first 2 x workers tests are paired so that the longest runs before the
+    shortest of them, the second longest before the second shortest, and so on."""
     seconds = records.load(records.gpu_name())["tests"]
-    items.sort(key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
-    alone = [item for item in items if "alone" in item.keywords]  # last: they wait for the others to finish
-    items[:] = [item for item in items if "alone" not in item.keywords]
-    n = min(workers, len(items) // 2)
-    head, rest = items[:2 * n], items[2 * n:]
-    items[:] = [item for k in range(n) for item in (head[k], head[2 * n - 1 - k])] + rest + alone
+    ordered = sorted(items, key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
+    shared = [item for item in ordered if "alone" not in item.keywords]
+    n = min(workers, len(shared) // 2)
+    pairs = [item for k in range(n) for item in (shared[k], shared[2 * n - 1 - k])]
+    items[:] = pairs + shared[2 * n:] + [item for item in ordered if "alone" in item.keywords]
 
 
 def pytest_collection_modifyitems(config, items):
