@@ -60,8 +60,9 @@ record: setup browsers upstream
 # diffusers, flash-attn-4):
 # run the GPU tier (the GPU tests, and the other tests of claims that have one) and record each
 # test's outcome and outputs in records/<gpu>.json. The tests run on GPU_WORKERS pytest-xdist
-# workers, longest first (guide/pytest_plugin.py, longest_first); a test marked alone (it measures
-# time or memory, or exhausts the GPU's memory) runs last, when no other test runs. The workers are
+# workers, longest first (guide/pytest_plugin.py, longest_first); the part of a test in
+# `with alone():` (it measures time or memory, or exhausts the GPU's memory) runs when no other test
+# runs, and such tests come last. The workers are
 # the parallelism: each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile processes
 # per worker), and flash-attn-4 keeps its compiled kernels on disk
 # (/tmp/<user>/flash_attention_cute_dsl_cache), where the tests and pages that run the same FLASH

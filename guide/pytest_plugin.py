@@ -105,22 +105,45 @@ def gpu_tier(items) -> tuple:
     return kept, [i for i in items if function_of(i.nodeid) not in needed]
 
 
+TURN = pytest.StashKey()
+
+
 @contextlib.contextmanager
-def turn(folder: Path, alone: bool):
-    """A turn of the workers of one run: a test marked alone (it measures time or memory, or exhausts
-    the GPU's memory) runs when no other test does; the others share theirs. A test that waits to be
-    alone keeps new tests from starting (the turnstile), so that the running ones finish."""
+def turn(folder: Path):
+    """A test's turn among the workers of one run, which share a machine and its GPU: a shared lock,
+    held while the test runs. alone() turns it into the only one for a part of the test."""
     import fcntl
 
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "turnstile", "w") as turnstile, open(folder / "running", "w") as running:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    with open(folder / "running", "w") as running:
+        fcntl.flock(running, fcntl.LOCK_SH)
         try:
-            yield
+            yield running
         finally:
             fcntl.flock(running, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def alone_in(running):
+    """The part of a test that must have the machine to itself (it measures time or memory, or
+    exhausts the GPU's memory): it starts when no other worker's test runs, and no test starts until
+    it ends. Its test waits there; the others go on until none is left running."""
+    import fcntl
+
+    fcntl.flock(running, fcntl.LOCK_EX)  # from shared to exclusive: the lock is let go, then taken
+    try:
+        yield
+    finally:
+        fcntl.flock(running, fcntl.LOCK_SH)
+
+
+@pytest.fixture
+def alone(request):
+    """`with alone():` the part of the test that must have the machine to itself (alone_in); the
+    test's compiles and other work come before it, shared with the other workers. Such a test
+    comes last in the order (longest_first), as its part waits for the others to finish."""
+    running = request.node.stash.get(TURN, None)
+    return (lambda: alone_in(running)) if running else contextlib.nullcontext
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -131,7 +154,8 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     folder = Path(tempfile.gettempdir()) / f"guide-turns-{item.config.workerinput['testrunuid']}"
-    with turn(folder, "alone" in item.keywords):
+    with turn(folder) as running:
+        item.stash[TURN] = running
         yield
         import torch
 
@@ -143,16 +167,17 @@ def pytest_runtest_protocol(item, nextitem):
 def longest_first(items, workers: int) -> None:
     """Order a run spread over pytest-xdist workers by the seconds each test took in this machine's
     record, longest first (a test without a recorded time first of all), so that no long test is
-    left to run alone at the end; the tests marked alone last of all, as they wait for the others.
+    left to run alone at the end; the tests with a part that runs alone last of all, as that part
+    waits for the others.
     xdist's load scheduler (with --maxschedchunk 2) starts each worker on two consecutive tests, run
     one after the other: the first 2 x workers tests are paired so that the longest runs before the
     shortest of them, the second longest before the second shortest, and so on."""
     seconds = records.load(records.gpu_name())["tests"]
     ordered = sorted(items, key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
-    shared = [item for item in ordered if "alone" not in item.keywords]
+    shared = [item for item in ordered if "alone" not in item.fixturenames]
     n = min(workers, len(shared) // 2)
     pairs = [item for k in range(n) for item in (shared[k], shared[2 * n - 1 - k])]
-    items[:] = pairs + shared[2 * n:] + [item for item in ordered if "alone" in item.keywords]
+    items[:] = pairs + shared[2 * n:] + [item for item in ordered if "alone" in item.fixturenames]
 
 
 def pytest_collection_modifyitems(config, items):

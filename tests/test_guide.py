@@ -152,17 +152,17 @@ def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
 def test_a_run_spread_over_workers_starts_the_longest_tests_first(monkeypatch):
     """Each worker starts on two consecutive tests of the order: the longest with the shortest of the
     first 2 x workers, and so on; a test with no recorded time counts as the longest; the tests
-    marked alone come last."""
+    with a part that runs alone come last."""
     from guide import pytest_plugin, records
 
     seconds = {"a": 10, "b": 8, "c": 5, "d": 1, "f": 3}
     monkeypatch.setattr(records, "load", lambda name: {"tests": {k: {"seconds": v} for k, v in seconds.items()}})
-    items = [SimpleNamespace(nodeid=name, keywords={}) for name in "abcdef"]
+    items = [SimpleNamespace(nodeid=name, fixturenames=["observe"]) for name in "abcdef"]
     pytest_plugin.longest_first(items, workers=2)
     assert [i.nodeid for i in items] == ["e", "c", "a", "b", "f", "d"]
     pytest_plugin.longest_first(items, workers=8)  # fewer tests than 2 x workers: pairs of the six
     assert [i.nodeid for i in items] == ["e", "d", "a", "f", "b", "c"]
-    items[2].keywords = {"alone": True}  # a: it waits for the other tests to finish
+    items[2].fixturenames = ["observe", "alone"]  # a: its part that runs alone waits for the other tests
     pytest_plugin.longest_first(items, workers=2)
     assert [i.nodeid for i in items] == ["e", "f", "b", "c", "d", "a"]
 
@@ -184,36 +184,44 @@ def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monke
     assert "pip install pytest-xdist pyyaml -c constraints.txt" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_a_test_marked_alone_waits_for_the_running_tests_and_holds_off_new_ones(tmp_path):
-    """Workers sharing a machine: a test marked alone starts when the running tests are done, and a
-    test that asks for its turn after it does waits until it has finished."""
+def test_the_part_of_a_test_that_runs_alone_waits_for_the_running_tests_and_holds_off_new_ones(tmp_path):
+    """Workers sharing a machine: the part of a test in alone() starts when no other test runs, the
+    tests that start while it waits run first, and a test that starts during that part waits for it."""
     import threading
     import time
 
-    from guide.pytest_plugin import turn
+    from guide.pytest_plugin import alone_in, turn
 
-    events, started, finish = [], threading.Event(), threading.Event()
+    events, gate = [], {name: threading.Event() for name in ("first", "second")}
 
-    def test(name, whole=False, hold=False):
-        with turn(tmp_path, whole):
+    def test(name, part_alone=False):
+        with turn(tmp_path) as running:
             events.append(f"{name} in")
-            if hold:
-                started.set()
-                finish.wait(10)
-            time.sleep(0.1)
+            if name in gate:
+                gate[name].wait(10)
+            if part_alone:
+                with alone_in(running):
+                    events.append(f"{name} alone")
+                    time.sleep(0.3)
+                    events.append(f"{name} alone done")
             events.append(f"{name} out")
 
-    running = threading.Thread(target=test, args=("running",), kwargs={"hold": True})
-    running.start()
-    assert started.wait(10)
-    whole = threading.Thread(target=test, args=("whole",), kwargs={"whole": True})
-    whole.start()
-    time.sleep(0.3)
-    later = threading.Thread(target=test, args=("later",))
-    later.start()
-    time.sleep(0.3)
-    assert events == ["running in"], "the test marked alone waits, and the later test waits behind it"
-    finish.set()
-    for thread in (running, whole, later):
+    def start(*args):
+        thread = threading.Thread(target=test, args=args)
+        thread.start()
+        time.sleep(0.2)
+        return thread
+
+    threads = [start("first"), start("whole", True), start("second")]
+    assert events == ["first in", "whole in", "second in"], "a test starts while another waits to be alone"
+    gate["first"].set()
+    time.sleep(0.2)
+    assert events[-1] == "first out" and "whole alone" not in events, "it waits for every running test"
+    gate["second"].set()
+    time.sleep(0.1)
+    threads.append(start("later"))
+    for thread in threads:
         thread.join(10)
-    assert events == ["running in", "running out", "whole in", "whole out", "later in", "later out"]
+    assert events[3:] == ["first out", "second out", "whole alone", "whole alone done", "later in",
+                          "later out", "whole out"] or events[3:] == [
+        "first out", "second out", "whole alone", "whole alone done", "whole out", "later in", "later out"]

@@ -88,9 +88,8 @@ def test_changing_lengths_recompile_to_the_limit_a_float_breaks_and_a_tensor_com
 
 
 @pytest.mark.gpu
-@pytest.mark.alone  # peaks of 13 GiB, and times
-def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_scores(observe):
-    found = ts.unfused_cost()
+def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_scores(observe, alone):
+    found = ts.unfused_cost(measuring=alone)  # peaks of 13 GiB, and times: with no other test running
     observe("troubleshooting.unfused_cost", ts.describe_cost(found))
     scores = 16 * 8192 * 8192 * 2  # one bfloat16 score per query, key and head: what a fused kernel never stores
     (compiled, _), (uncompiled, _), (past, _) = found["compiled"], found["uncompiled"], found["past the limit"]
@@ -100,12 +99,12 @@ def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_
 
 
 @pytest.mark.gpu
-@pytest.mark.alone  # a peak of 10 GiB, and an allocation that fails
-def test_create_block_mask_materialises_the_mask_and_compiling_it_does_not(observe):
+def test_create_block_mask_materialises_the_mask_and_compiling_it_does_not(observe, alone):
     import torch
     from torch.nn.attention.flex_attention import create_block_mask
 
-    text = observe("troubleshooting.block_mask_memory", ts.block_mask_memory())
+    # a peak of 10 GiB, and an allocation that fails: with no other test running
+    text = observe("troubleshooting.block_mask_memory", ts.block_mask_memory(measuring=alone))
     peaks = {name: float(mib.replace(",", "")) for name, mib in re.findall(r"^(.*?): peak ([\d,]+) MiB$", text, re.M)}
     assert peaks["create_block_mask, B=None, H=None"] * 2**20 >= 32768 * 32768  # a boolean per query and key
     assert peaks["torch.compile(create_block_mask), B=None, H=None"] * 16 < peaks["create_block_mask, B=None, H=None"]
