@@ -62,15 +62,15 @@ record: setup browsers upstream
 # test's outcome and outputs in records/<gpu>.json. The tests run on GPU_WORKERS pytest-xdist
 # workers, longest first (guide/pytest_plugin.py, longest_first); the part of a test in
 # `with alone():` (it measures time or memory, or exhausts the GPU's memory) runs when no other test
-# runs, and such tests come last. The workers are
-# the parallelism: each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile processes
-# per worker), and flash-attn-4 keeps its compiled kernels on disk
-# (/tmp/<user>/flash_attention_cute_dsl_cache), where the tests and pages that run the same FLASH
-# kernels find them, as Inductor's and Triton's caches already are.
+# runs; such tests come first, so that their compiles run beside the others, and that part waits for
+# the others to end. pytest checks the machine first (guide setup --gpu). The workers are the
+# parallelism: each compiles in its own process (TORCHINDUCTOR_COMPILE_THREADS=1, no pool of compile
+# processes per worker, nor in the pages' programs), and flash-attn-4 keeps its compiled kernels on
+# disk (/tmp/<user>/flash_attention_cute_dsl_cache), where the tests and pages that run the same
+# FLASH kernels find them, as Inductor's and Triton's caches already are.
 GPU_PYTHON ?= python3
-GPU_WORKERS ?= 12
+GPU_WORKERS ?= 16
 verify-gpu: upstream
-	$(GPU_PYTHON) -m guide setup --gpu
 	TORCHINDUCTOR_COMPILE_THREADS=1 FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1 \
 	  $(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider -n $(GPU_WORKERS) --maxschedchunk 2
 

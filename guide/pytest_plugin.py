@@ -22,7 +22,35 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     project.set_root(config.rootpath)
+    if config.getoption("--gpu-tier") and not hasattr(config, "workerinput"):
+        import concurrent.futures
+
+        from guide import setup_check
+
+        # checked while the workers start (pytest_sessionstart), which takes as long
+        config.stash[SETUP] = concurrent.futures.ThreadPoolExecutor(1).submit(setup_check.check, True)
     config.pluginmanager.register(Recorder(config), "guide-recorder")
+
+
+SETUP = pytest.StashKey()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session):
+    """A machine that cannot run the GPU tier stops it here, once the workers are starting (xdist
+    starts them in this hook) and before any test runs, in one line."""
+    started = yield
+    if (check := session.config.stash.get(SETUP, None)) is not None:
+        try:
+            session.config.stash[SETUP] = check.result()
+        except project.GuideError as e:
+            raise pytest.UsageError(str(e)) from None
+    return started
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if isinstance(line := config.stash.get(SETUP, None), str):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture
@@ -141,7 +169,8 @@ def alone_in(running):
 def alone(request):
     """`with alone():` the part of the test that must have the machine to itself (alone_in); the
     test's compiles and other work come before it, shared with the other workers. Such a test
-    comes last in the order (longest_first), as its part waits for the others to finish."""
+    comes first in the order (longest_first), so that its compiles run beside the other tests;
+    its part that runs alone then waits for them to finish."""
     running = request.node.stash.get(TURN, None)
     return (lambda: alone_in(running)) if running else contextlib.nullcontext
 
@@ -165,19 +194,27 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def longest_first(items, workers: int) -> None:
-    """Order a run spread over pytest-xdist workers by the seconds each test took in this machine's
-    record, longest first (a test without a recorded time first of all), so that no long test is
-    left to run alone at the end; the tests with a part that runs alone last of all, as that part
-    waits for the others.
+    """Order a run spread over pytest-xdist workers so that no long chain of work is left to the end:
+    first the tests with a part that runs alone (their compiles run beside the other tests, and that
+    part waits until the others are done), then the others by the seconds each took in this machine's
+    record, longest first (a test without a recorded time before them), and last the tests marked
+    `cached`, which run what other tests compile and find it in the compile caches after them.
     xdist's load scheduler (with --maxschedchunk 2) starts each worker on two consecutive tests, run
-    one after the other: the first 2 x workers tests are paired so that the longest runs before the
-    shortest of them, the second longest before the second shortest, and so on."""
+    one after the other: each worker starts on one of the longest tests, followed by one of the
+    shortest, so that no test waits long behind another (nor until the end behind a test that runs
+    alone)."""
     seconds = records.load(records.gpu_name())["tests"]
-    ordered = sorted(items, key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
-    shared = [item for item in ordered if "alone" not in item.fixturenames]
-    n = min(workers, len(shared) // 2)
-    pairs = [item for k in range(n) for item in (shared[k], shared[2 * n - 1 - k])]
-    items[:] = pairs + shared[2 * n:] + [item for item in ordered if "alone" in item.fixturenames]
+
+    def key(item):
+        group = 0 if "alone" in item.fixturenames else 2 if item.get_closest_marker("cached") else 1
+        return group, -seconds.get(item.nodeid, {}).get("seconds", float("inf"))
+
+    ordered = sorted(items, key=key)
+    cached = [item for item in ordered if key(item)[0] == 2]
+    first = ordered[:len(ordered) - len(cached)]
+    n = min(workers, len(first) // 2)
+    shortest = first[::-1][:n]
+    items[:] = [item for pair in zip(first[:n], shortest) for item in pair] + first[n:len(first) - n] + cached
 
 
 def pytest_collection_modifyitems(config, items):

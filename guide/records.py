@@ -16,6 +16,7 @@ import copy
 import datetime
 import functools
 import hashlib
+import importlib.metadata
 import json
 import platform
 import re
@@ -133,6 +134,18 @@ def _driver() -> str:
         return ""
 
 
+def _versions(*packages) -> dict:
+    """The installed version of each package that is installed, read from its metadata: importing
+    diffusers to ask it takes seconds, at the end of every recording run."""
+    found = {}
+    for package in packages:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
+
+
 def environment(name: str) -> dict:
     """The stamp of this machine: what a reader needs to reproduce an output."""
     import torch
@@ -144,24 +157,14 @@ def environment(name: str) -> dict:
         "platform": f"{platform.system()} {platform.machine()}",
         "torch": torch.__version__,
     }
-    try:
-        import diffusers
-
-        env["diffusers"] = diffusers.__version__
-    except ImportError:
-        pass
+    env.update(_versions("diffusers"))
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         env.update(gpu=torch.cuda.get_device_name(), compute_capability=f"{major}.{minor}",
                    cuda=torch.version.cuda)
         if driver := _driver():
             env["driver"] = driver
-        try:
-            import triton
-
-            env["triton"] = triton.__version__
-        except ImportError:
-            pass
+        env.update(_versions("triton"))
     else:
         env["gpu"] = "none (CPU)"
     return env

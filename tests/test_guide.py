@@ -1,6 +1,7 @@
 """The guide's own package: its command line, its layers, its install, and bad data in the build."""
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -149,22 +150,47 @@ def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
     assert len(observed) >= 3 and {k: same(v) for k, v in record["outputs"].items()} == observed
 
 
+def test_the_environment_stamp_names_the_versions_the_libraries_report():
+    """The oracle: each library's own __version__, which the stamp does not import to read."""
+    import platform
+
+    import diffusers
+    import torch
+
+    from guide import records
+
+    stamp = records.environment("x")
+    assert (stamp["torch"], stamp["diffusers"], stamp["python"]) == \
+        (torch.__version__, diffusers.__version__, platform.python_version())
+    if torch.cuda.is_available():
+        import triton
+
+        assert stamp["triton"] == triton.__version__ and stamp["gpu"] == torch.cuda.get_device_name()
+
+
 def test_a_run_spread_over_workers_starts_the_longest_tests_first(monkeypatch):
-    """Each worker starts on two consecutive tests of the order: the longest with the shortest of the
-    first 2 x workers, and so on; a test with no recorded time counts as the longest; the tests
-    with a part that runs alone come last."""
+    """Each worker starts on two consecutive tests of the order: one of the longest, then one of the
+    shortest; a test with no recorded time counts as the longest; the tests with a part that runs
+    alone come first of all, so that their compiles run beside the others; the tests marked cached
+    last of all, after the tests that fill the caches."""
     from guide import pytest_plugin, records
 
-    seconds = {"a": 10, "b": 8, "c": 5, "d": 1, "f": 3}
+    seconds = {"a": 10, "b": 8, "c": 5, "d": 1, "f": 3, "g": 2, "h": 4}
     monkeypatch.setattr(records, "load", lambda name: {"tests": {k: {"seconds": v} for k, v in seconds.items()}})
-    items = [SimpleNamespace(nodeid=name, fixturenames=["observe"]) for name in "abcdef"]
-    pytest_plugin.longest_first(items, workers=2)
-    assert [i.nodeid for i in items] == ["e", "c", "a", "b", "f", "d"]
-    pytest_plugin.longest_first(items, workers=8)  # fewer tests than 2 x workers: pairs of the six
-    assert [i.nodeid for i in items] == ["e", "d", "a", "f", "b", "c"]
-    items[2].fixturenames = ["observe", "alone"]  # a: its part that runs alone waits for the other tests
-    pytest_plugin.longest_first(items, workers=2)
-    assert [i.nodeid for i in items] == ["e", "f", "b", "c", "d", "a"]
+    items = [SimpleNamespace(nodeid=name, fixturenames=["observe"], get_closest_marker=lambda name: None)
+             for name in "abcdefgh"]
+    pytest_plugin.longest_first(items, workers=2)  # by time: e a b c h f g d
+    assert [i.nodeid for i in items] == ["e", "d", "a", "g", "b", "c", "h", "f"]
+    pytest_plugin.longest_first(items, workers=8)  # fewer tests than 2 x workers: four pairs
+    assert [i.nodeid for i in items] == ["e", "d", "a", "g", "b", "f", "c", "h"]
+    alone = {"a": ["observe", "alone"], "f": ["alone"]}  # each has a part that runs alone; f is the shorter
+    for item in items:
+        item.fixturenames = alone.get(item.nodeid, item.fixturenames)
+    pytest_plugin.longest_first(items, workers=2)  # a f e b c h g d
+    assert [i.nodeid for i in items] == ["a", "d", "f", "g", "e", "b", "c", "h"]
+    next(i for i in items if i.nodeid == "b").get_closest_marker = {"cached": True}.get  # after the others
+    pytest_plugin.longest_first(items, workers=2)  # a f e c h g d, then b
+    assert [i.nodeid for i in items] == ["a", "d", "f", "g", "e", "c", "h", "b"]
 
 
 def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monkeypatch):
@@ -182,6 +208,19 @@ def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monke
         setup_check.check(gpu=True)
     assert str(error.value).startswith("the GPU tier needs pytest-xdist, pyyaml")
     assert "pip install pytest-xdist pyyaml -c constraints.txt" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_gpu_tier_on_a_machine_without_a_gpu_stops_before_any_test_in_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the tier runs")
+    result = subprocess.run([sys.executable, "-m", "pytest", "--gpu-tier", "-p", "no:cacheprovider", "-n", "2",
+                             "tests/test_kernels.py"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 4, result.stdout[-2000:]
+    assert result.stderr.strip() == (f"ERROR: no CUDA GPU visible to torch {torch.__version__}. Fix: run `make "
+                                     "verify-gpu` on a CUDA machine, with GPU_PYTHON set to its CUDA Python")
+    assert not re.search(r"\d+ (passed|skipped|failed)", result.stdout), result.stdout  # no test ran
 
 
 def test_the_part_of_a_test_that_runs_alone_waits_for_the_running_tests_and_holds_off_new_ones(tmp_path):

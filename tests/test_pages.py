@@ -52,13 +52,22 @@ def built_python_blocks(site, lang, page) -> list:
     return parser.blocks
 
 
+# The machine's settings that the page keeps: where its packages are installed (GPU machines), and
+# where its compilers keep their caches and how many compile processes they start. They change how
+# fast the page compiles its kernels, not what it computes.
+MACHINE = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "TRITON_CACHE_DIR",
+           "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED")
+
+
 def run_script(code, cwd, timeout=900):
-    """The code as a reader runs it: `python page.py` in an empty folder, no access to the checkout."""
+    """The code as a reader runs it: `python page.py` in an empty folder, no access to the checkout;
+    its compiled kernels cached where the machine's are (TRITON_HOME: Triton's cache is in the
+    machine's home, not the folder that stands in for the reader's)."""
     script = cwd / "page.py"
     script.write_text(code, encoding="utf-8")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
-    if os.environ.get("PYTHONPATH"):  # where the machine's packages are installed (GPU machines)
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1",
+           "TRITON_HOME": os.environ.get("TRITON_HOME", os.path.expanduser("~")),
+           **{name: os.environ[name] for name in MACHINE if name in os.environ}}
     return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -96,6 +105,19 @@ def test_a_page_that_is_not_a_program_fails(tmp_path):
     code = pages.script("kernels.md").replace("print(missing_helper())", "print(missing_helpr())")
     result = run_script(code, tmp_path)
     assert result.returncode == 1 and "NameError: name 'missing_helpr' is not defined" in result.stderr
+
+
+def test_a_page_runs_with_the_machines_compile_settings_and_nothing_else_of_its_environment(tmp_path, monkeypatch):
+    """Inductor reads the machine's compile-process count in the page's process; Triton's cache is the
+    machine's; the reader's home is the empty folder; other settings of the test process stay out."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    monkeypatch.setenv("GUIDE_UNRELATED_SETTING", "1")
+    code = ("import os\nfrom torch._inductor import config\n"
+            "print(config.compile_threads, os.environ['TRITON_HOME'], os.environ['HOME'],"
+            " 'GUIDE_UNRELATED_SETTING' in os.environ)")
+    result = run_script(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", os.path.expanduser("~"), str(tmp_path), "False"]
 
 
 def test_a_page_without_a_tier_is_refused(checkout):
@@ -179,6 +201,7 @@ def test_notebook_execution_fails_on_broken_code(site, tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.cached  # the page's script compiles the same kernels
 @pytest.mark.parametrize("page", GPU_PAGES)
 def test_gpu_notebook_runs(page, tmp_path):
     """On the GPU machine, which has no site: the notebook made from the English page's Markdown (the
