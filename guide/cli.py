@@ -12,6 +12,7 @@
 Every problem is one line naming it and its fix; exit 2 for a wrong command, 1 for problems found.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -141,3 +142,6 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader's pager or `head` stopped reading: nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -52,6 +52,14 @@ def test_help_and_bad_commands():
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and result.stderr.startswith("error:"), args
 
 
+def test_a_listing_its_reader_stopped_reading_ends_quietly():
+    """`... | head`: the command stops writing when the reader has stopped reading (here, a reader that
+    reads nothing and is gone before the first line), with no traceback."""
+    result = subprocess.run(f"{sys.executable} -m guide i18n status | true; exit ${{PIPESTATUS[0]}}",
+                            shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True, text=True)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
 def test_outside_a_checkout_the_command_says_where_to_run(tmp_path):
     result = python("-m guide claims check", cwd=tmp_path, env={"GUIDE_ROOT": ""})
     assert result.returncode == 2, result.stdout + result.stderr
