@@ -22,11 +22,15 @@ def section(path, name) -> str:
     return match.group(1)
 
 
-def sh(script, cwd=None, env=None, timeout=300):
-    """Run a shell snippet with the test's Python first on PATH, as a reader's shell would."""
+def sh(script, cwd=None, env=None, timeout=300, start=False):
+    """Run a shell snippet with the test's Python first on PATH, as a reader's shell would; with
+    start=True, start it and return the running process, its output to read as it comes."""
     full_env = {**os.environ, **(env or {})}
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env['PATH']}"
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    if start:
+        return subprocess.Popen(["bash", "-c", script], cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=full_env, capture_output=True,
                           text=True, timeout=timeout)
 
