@@ -28,11 +28,11 @@ def pytest_configure(config):
         from guide import setup_check
 
         # checked while the workers start (pytest_sessionstart), which takes as long
-        config.stash[SETUP] = concurrent.futures.ThreadPoolExecutor(1).submit(setup_check.check, True)
+        config.stash[CHECK] = concurrent.futures.ThreadPoolExecutor(1).submit(setup_check.check, True)
     config.pluginmanager.register(Recorder(config), "guide-recorder")
 
 
-SETUP = pytest.StashKey()
+CHECK, SETUP = pytest.StashKey(), pytest.StashKey()  # the GPU tier's setup check, and the line it gave
 
 
 @pytest.hookimpl(wrapper=True)
@@ -40,7 +40,7 @@ def pytest_sessionstart(session):
     """A machine that cannot run the GPU tier stops it here, once the workers are starting (xdist
     starts them in this hook) and before any test runs, in one line."""
     started = yield
-    if (check := session.config.stash.get(SETUP, None)) is not None:
+    if (check := session.config.stash.get(CHECK, None)) is not None:
         try:
             session.config.stash[SETUP] = check.result()
         except project.GuideError as e:
@@ -49,7 +49,7 @@ def pytest_sessionstart(session):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if isinstance(line := config.stash.get(SETUP, None), str):
+    if line := config.stash.get(SETUP, None):
         terminalreporter.write_line(line)
 
 
@@ -205,13 +205,10 @@ def longest_first(items, workers: int) -> None:
     alone)."""
     seconds = records.load(records.gpu_name())["tests"]
 
-    def key(item):
-        group = 0 if "alone" in item.fixturenames else 2 if item.get_closest_marker("cached") else 1
-        return group, -seconds.get(item.nodeid, {}).get("seconds", float("inf"))
-
-    ordered = sorted(items, key=key)
-    cached = [item for item in ordered if key(item)[0] == 2]
-    first = ordered[:len(ordered) - len(cached)]
+    ordered = sorted(items, key=lambda item: -seconds.get(item.nodeid, {}).get("seconds", float("inf")))
+    alone = [item for item in ordered if "alone" in item.fixturenames]
+    cached = [item for item in ordered if item.get_closest_marker("cached") and item not in alone]
+    first = alone + [item for item in ordered if item not in alone and item not in cached]
     n = min(workers, len(first) // 2)
     shortest = first[::-1][:n]
     items[:] = [item for pair in zip(first[:n], shortest) for item in pair] + first[n:len(first) - n] + cached
