@@ -90,24 +90,26 @@ clean:
 	rm -rf $(VENV) site
 
 # Mutation testing with cosmic-ray, not part of `make test`: each module in MUTATE is mutated in place,
-# one mutant at a time, and checked by tests/test_<module>.py alone (configs: mutation/<module>.toml).
+# one mutant at a time, and checked by tests/test_<module>.py alone (configs: mutation/<module>.toml; the
+# functions a config's [guide] gpu-only list names need a GPU, and their lines are not mutated).
 # `make mutate MUTATE=masks MUTATE_SAMPLE=0.5` runs one module on a seeded half of its mutants.
 # Sessions and reports: build/mutation/. A run killed midway can leave a mutant: git checkout -- snippets
-MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch
+MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash
 MUTATE_SAMPLE ?= 1
 COSMIC_RAY ?= cosmic-ray==8.7.0
 mutate: setup
 	$(PY) -m pip install $(PIP_FLAGS) "$(COSMIC_RAY)"
 	@mkdir -p build/mutation
 	@set -e; for m in $(MUTATE); do \
-	  db=build/mutation/$$m.sqlite; \
-	  $(VENV)/bin/cosmic-ray init mutation/$$m.toml $$db --force; \
-	  $(VENV)/bin/cr-filter-operators $$db mutation/$$m.toml; \
-	  if grep -q '^\[cosmic-ray.filters.line-filter' mutation/$$m.toml; then \
-	    $(VENV)/bin/cr-filter-lines --config mutation/$$m.toml $$db; fi; \
-	  $(PY) -m guide.mutate $$db $(MUTATE_SAMPLE); \
+	  db=build/mutation/$$m.sqlite; cfg=build/mutation/$$m.toml; \
+	  $(PY) -m guide.mutate config mutation/$$m.toml $$cfg; \
+	  $(VENV)/bin/cosmic-ray init $$cfg $$db --force; \
+	  $(VENV)/bin/cr-filter-operators $$db $$cfg; \
+	  if grep -q '^\[cosmic-ray.filters.line-filter' $$cfg; then \
+	    $(VENV)/bin/cr-filter-lines --config $$cfg $$db; fi; \
+	  $(PY) -m guide.mutate sample $$db $(MUTATE_SAMPLE); \
 	  start=$$(date +%s); \
-	  $(VENV)/bin/cosmic-ray exec mutation/$$m.toml $$db; \
+	  $(VENV)/bin/cosmic-ray exec $$cfg $$db; \
 	  $(VENV)/bin/cr-report --surviving-only --show-diff $$db > build/mutation/$$m.txt; \
 	  echo "$$m: $$(tail -3 build/mutation/$$m.txt | tr '\n' ' ') in $$(( $$(date +%s) - start )) s"; \
 	done

@@ -8,7 +8,7 @@ with <!-- claim: ID --> in the section the registry names; records/*.json hold t
 """
 import re
 
-from guide import i18n, project, records
+from guide import i18n, project, records, scope
 
 MARKER = re.compile(r"<!-- claim: ([\w-]+) -->")
 # confirmed: the older statement holds, measured as the same quantity under comparable conditions;
@@ -101,11 +101,12 @@ def is_gpu(record: dict) -> bool:
 def gate(all_records: dict) -> tuple:
     """(problems, due): what a CPU machine must fail on, and the GPU verifications that are due.
 
-    A problem: a claim failed anywhere; a claim is stale in a record this machine can re-record
+    A problem: a claim's scope is wider than what its tests ran (scope_problems); a claim failed
+    anywhere; a claim is stale in a record this machine can re-record
     (the CPU one); a claim passed nowhere and waits for no GPU run. Due: a claim whose GPU verdict
     is stale (its sources or test code changed after the GPU run): its badge says "not verified for
     the current code" until `make verify-gpu` runs again."""
-    problems, due = [], []
+    problems, due = scope_problems(all_records), []
     for claim in registry():
         if claim.get("seed") == "not-verified":
             continue
@@ -121,6 +122,32 @@ def gate(all_records: dict) -> tuple:
             problems.append(f"claim {claim['id']!r} is verified nowhere: {by_env}. "
                             f"Fix: make record, or make verify-gpu on a CUDA machine")
     return problems, due
+
+
+def passed_tests(claim: dict, tests: dict) -> dict:
+    """The entries of the claim's tests in one environment when every one of them ran and passed there
+    (on today's code or older code); {} otherwise: what covers the claim's scope in that environment."""
+    grouped = by_function(tests)
+    if not claim.get("tests") or any(not grouped.get(test) for test in claim["tests"]):
+        return {}
+    found = {nodeid: tests[nodeid] for test in claim["tests"] for nodeid in grouped[test]}
+    return found if all(entry["outcome"] == "passed" for entry in found.values()) else {}
+
+
+def scope_problems(all_records=None) -> list:
+    """Each claim's scope: written with the known keys and values, and no wider than what its tests
+    ran in the environments where the claim passed (or is stale, due for a re-run)."""
+    all_records = records.all_records() if all_records is None else all_records
+    environments = {name: record["environment"] for name, record in all_records.items()}
+    problems = []
+    for claim in registry():
+        if claim.get("seed") == "not-verified":
+            continue
+        if scope.form_problems(claim["id"], claim.get("scope")):
+            continue  # check() names it
+        counted = {name: found for name in all_records if (found := passed_tests(claim, outcomes(name, all_records)))}
+        problems += scope.coverage_problems(claim, scope.ran(claim, counted, environments))
+    return problems
 
 
 def sections(lang: str, page: str) -> dict:
@@ -162,6 +189,8 @@ def check() -> list:
         if seed is not None and seed not in SEEDS:
             problems.append(f"claim {cid!r}: seed {seed!r} is not one of {', '.join(SEEDS)}")
         problems += quantity_problems(claim)
+        if seed == "not-verified" and claim.get("scope"):
+            problems.append(f"claim {cid!r} is not verified, so it has no scope")
         if seed != "not-verified" and not claim.get("tests"):
             problems.append(f"claim {cid!r} has no test: name the test that fails if it becomes false")
         if seed == "not-verified" and (claim.get("tests") or claim.get("page")):
@@ -187,6 +216,8 @@ def check() -> list:
                     problems += [f"claim {cid!r}: docs/{lang}/{claim['page']}#{claim['section']} does not show "
                                  f"its figures <!-- bench: {name} -->" for name in claim.get("figures", [])
                                  if f"<!-- bench: {name} -->" not in section[1]]
+    problems += [p for claim in claims if claim.get("seed") != "not-verified"
+                 for p in scope.form_problems(claim["id"], claim.get("scope"))]
     for lang in project.languages():
         problems += [f"claims/{lang}.yaml: {i!r} is not in claims/registry.yaml"
                      for i in sorted(set(texts(lang)) - set(ids))]

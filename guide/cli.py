@@ -65,7 +65,7 @@ def dispatch(args) -> int:
 
         if args.action == "status":
             return claims.status()
-        problems = claims.check()
+        problems = claims.check() + claims.scope_problems()
         for problem in problems:
             print(f"error: {problem}")
         print(f"{len(claims.registry())} claims, {len(problems)} problems")

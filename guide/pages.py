@@ -5,6 +5,11 @@ as a notebook (nbformat) and a script (jupytext's percent format) in the page's 
     python -m guide pages list                  # each page: its tier and number of Python blocks
     python -m guide pages script PAGE [LANG]    # the page's Python code, as one script
 
+A page's program is its Python blocks and the commands of its shell blocks that run the guide's own
+programs (`python -m snippets...`): every output the page shows (`observed(page)`) is printed by one of
+them (tests/test_pages.py checks it). The other shell lines install, delete or set the environment,
+and print nothing the page shows.
+
 A page's tier is `program: cpu` or `program: gpu` in the front matter of its English page: a GPU
 page's code needs a CUDA GPU, and runs in `make verify-gpu`; a CPU page's code runs in `make test`.
 """
@@ -14,6 +19,7 @@ import re
 from guide import i18n, project
 from guide.project import GuideError
 
+OBSERVED = re.compile(r"^ *<!-- observed: ([\w.]+)( gpu)? -->$", re.M)  # as guide/site/observed.py reads it
 FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*(\w*)[^\n]*\n(.*?)^\1\2[ \t]*$\n?", re.M | re.S)
 TIERS = ("cpu", "gpu")
 # Top-level modules of page code, as the packages a reader installs (torch: the oldest with FlexAttention).
@@ -71,6 +77,19 @@ def python_blocks(page: str, lang: str = "en") -> list:
 def script(page: str, lang: str = "en") -> str:
     """The page's Python code as one program."""
     return "\n\n".join(block.rstrip("\n") for block in python_blocks(page, lang)) + "\n"
+
+
+def observed(page: str) -> list:
+    """(output id, gpu) for each `<!-- observed: ID -->` of the English page, in page order; gpu is
+    True for an output only a GPU run records (`<!-- observed: ID gpu -->`)."""
+    return [(m.group(1), bool(m.group(2))) for m in OBSERVED.finditer(i18n.body(page_path(page)))]
+
+
+def commands(page: str) -> list:
+    """The commands of the page's shell blocks that run the guide's programs (`python -m snippets...`),
+    in page order, as a reader types them."""
+    return [line.strip() for p in parts(i18n.body(page_path(page))) if p[0] == "code" and p[1] in ("bash", "sh")
+            for line in p[2].splitlines() if re.match(r"\s*python3? -m snippets\b", line)]
 
 
 def tier(page: str) -> str:

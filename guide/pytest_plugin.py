@@ -77,6 +77,23 @@ def observe(request):
     return keep
 
 
+@pytest.fixture
+def ran(request):
+    """ran(dtypes=torch.bfloat16, head_dims=64, ...): what this test ran, recorded beside its outcome, so
+    that a claim's scope is checked against it (guide/scope.py). Call it for each case the test runs;
+    a value may be one value or a list."""
+    from guide import scope
+
+    def keep(**found):
+        unknown = set(found) - set(scope.RAN_KEYS)
+        assert not unknown, f"ran() takes {', '.join(scope.RAN_KEYS)}, not {', '.join(sorted(unknown))}"
+        for key, value in found.items():
+            for v in value if isinstance(value, (list, tuple, set)) else [value]:
+                request.node.user_properties.append(("ran", key, scope.normalise(key, v)))
+
+    return keep
+
+
 class Recorder:
     """Each test's outcome (passed, failed or skipped with the reason) and the outputs it observed,
     read from the test reports: in one process, or in the controller of a pytest-xdist run, where
@@ -86,16 +103,25 @@ class Recorder:
         self.config = config
         self.outcomes = {}
         self.observed = {}
+        self.seen = {}  # test id -> what it ran (the `ran` fixture), for the scopes of its claims
 
     def pytest_runtest_logreport(self, report):
         for prop in report.user_properties:
             if prop[0] == "observed":
                 self.observed[prop[1]] = prop[2]
+        found = {}
+        for prop in report.user_properties:
+            if prop[0] == "ran" and report.passed:
+                found.setdefault(prop[1], set()).add(prop[2])
+        if found and report.when == "call":
+            self.seen[report.nodeid] = {key: sorted(vals) for key, vals in sorted(found.items())}
         if not records.sources(records.topic_of(report.nodeid)):
             return  # tests of the site and the records themselves verify no snippet
         if report.when == "call" or report.outcome != "passed":  # setup/teardown count when they fail or skip
             entry = {"outcome": report.outcome, "seconds": round(report.duration, 2),
                      "gpu": "gpu" in report.keywords, "source_sha256": records.source_hash(report.nodeid)}
+            if report.nodeid in self.seen and report.passed:
+                entry["ran"] = self.seen[report.nodeid]
             if report.skipped:
                 longrepr = report.longrepr
                 entry["reason"] = longrepr[2] if isinstance(longrepr, (tuple, list)) else str(longrepr)

@@ -53,7 +53,6 @@ def errors_against_float64(attention, dtype, seed=0, **sizes):
     want = forward_backward(reference, q.double(), k.double(), v.double())
     got = forward_backward(attention, q.to(dtype), k.to(dtype), v.to(dtype))
     return [relative_error(g, w) for g, w in zip(got, want)]
-# --8<-- [end:forward_backward]
 
 
 def dtype_table() -> tuple:
@@ -67,6 +66,7 @@ def dtype_table() -> tuple:
         for kernel, errs in by_kernel.items():
             lines.append(f"{str(dtype)[6:]:9} {kernel:6} " + " ".join(f"{e:8.1e}" for e in errs))
     return rows, "\n".join(lines)
+# --8<-- [end:forward_backward]
 
 
 # --8<-- [start:tf32]
@@ -94,16 +94,17 @@ def sdpa_repeated(q, k, v):
     groups = q.shape[1] // k.shape[1]
     k, v = (x.repeat_interleave(groups, dim=1) for x in (k, v))
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-# --8<-- [end:gqa]
 
 
 def gqa_errors(dtype=torch.bfloat16):
     return errors_against_float64(flex_gqa, dtype, q_shape=(2, 8, 1024, 64), kv_shape=(2, 2, 1024, 64),
                                   reference=sdpa_repeated)
+# --8<-- [end:gqa]
 
 
 # --8<-- [start:sliding_window]
 def sliding_window(b, h, q_idx, kv_idx):
+    """With causal: each token and the 256 before it, a window of 257 tokens."""
     return q_idx - kv_idx <= 256
 
 
@@ -120,7 +121,6 @@ def sdpa_window(q, k, v):
     """SDPA with the same mask as a dense boolean tensor: every score is computed."""
     dense = create_mask(causal_window, None, None, q.shape[-2], k.shape[-2], device=q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
-# --8<-- [end:sliding_window]
 
 
 def window_errors(dtype=torch.bfloat16):
@@ -130,6 +130,7 @@ def window_errors(dtype=torch.bfloat16):
 def window_sparsity(tokens=1024) -> float:
     """The share of blocks the sliding-window BlockMask skips, in percent."""
     return create_block_mask(causal_window, None, None, tokens, tokens, device="cuda").sparsity()
+# --8<-- [end:sliding_window]
 
 
 # --8<-- [start:block_size]
@@ -142,7 +143,6 @@ def flex_with_block_size(q, k, v, block_size, kernel_options=None):
     """kernel_options can set the kernel's own tiles, e.g. {"BLOCK_M": 64, "BLOCK_N": 64}."""
     mask = causal_mask_with_block_size(block_size, q.shape[-2])
     return compiled(q, k, v, block_mask=mask, kernel_options=kernel_options)
-# --8<-- [end:block_size]
 
 
 def first_line(error: Exception) -> str:
@@ -176,6 +176,7 @@ def block_size_result(block_size, kernel_options=None, dtype=torch.bfloat16) -> 
 # The variants the page reports: the block sizes, and 64 with the kernel's tiles set to 64.
 BLOCK_SIZE_VARIANTS = [(128, None), (256, None), (64, None), ((128, 64), None), ((64, 128), None),
                        (64, {"BLOCK_M": 64, "BLOCK_N": 64})]
+# --8<-- [end:block_size]
 
 
 def main(argv) -> int:
@@ -186,11 +187,28 @@ def main(argv) -> int:
                          "backward pass and compiled GPU kernels need one")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     # --8<-- [start:run]
-    for dtype in (torch.bfloat16, torch.float16, torch.float32):
-        out, dq, dk, dv = errors_against_float64(flex_causal, dtype)
-        print(f"{dtype}: output {out:.1e}, dq {dq:.1e}, dk {dk:.1e}, dv {dv:.1e}")
-    # --8<-- [end:run]
     print(dtype_table()[1])
+    # --8<-- [end:run]
+    # --8<-- [start:print_tf32]
+    for precision, error in tf32_errors().items():
+        print(f"float32 matmul precision {precision!r}: relative error vs float64 SDPA {error:.1e}")
+    # --8<-- [end:print_tf32]
+    # --8<-- [start:print_gqa]
+    print("8 query heads, 2 key/value heads, enable_gqa=True, bfloat16: relative error vs float64 SDPA "
+          "with repeated heads")
+    print(", ".join(f"{n} {e:.1e}" for n, e in zip(("output", "dq", "dk", "dv"), gqa_errors())))
+    # --8<-- [end:print_gqa]
+    # --8<-- [start:print_sliding_window]
+    print(f"causal sliding window of 257 tokens, 1024 tokens: {window_sparsity():.1f}% of blocks skipped")
+    print("relative error vs float64 SDPA with a dense mask: "
+          + ", ".join(f"{n} {e:.1e}" for n, e in zip(("output", "dq", "dk", "dv"), window_errors())))
+    # --8<-- [end:print_sliding_window]
+    # --8<-- [start:print_block_sizes]
+    for size, options in BLOCK_SIZE_VARIANTS:
+        r = block_size_result(size, options)
+        print(f"BLOCK_SIZE={size!s}" + (f", kernel_options={options}" if options else ""))
+        print(f"  forward:              {r['forward']}\n  forward and backward: {r['backward']}")
+    # --8<-- [end:print_block_sizes]
     return 0
 
 

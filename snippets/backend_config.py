@@ -8,7 +8,6 @@ import json
 import os
 import re
 import stat
-import sys
 import tomllib
 from pathlib import Path
 
@@ -50,6 +49,9 @@ DIFFUSERS_BACKENDS = {
 # --8<-- [end:mechanisms]
 
 OPTION = "--attention_mechanism"
+# SimpleTuner's parser is Python's argparse, which reads an option from any start of its name that
+# no other option shares; no other option of SimpleTuner 4.10.1 begins with --at.
+SHORTEST = "--at"
 NESTING = 200  # deeper JSON or TOML than this is refused before Python's recursion limit is hit
 
 
@@ -75,6 +77,7 @@ def read_config(path) -> list:
         raise UsageError(f"{path}: nested more than {NESTING} levels deep",
                          "a SimpleTuner config is a flat list of options; remove the nested structure")
     try:
+        # SimpleTuner 4.10.1 parses TOML with the `toml` package, which refuses some files tomllib reads.
         config = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
@@ -142,18 +145,31 @@ def env_arguments(text: str) -> list:
     return variables.get("TRAINER_EXTRA_ARGS", [])
 
 
+def is_option(name: str) -> bool:
+    """Whether SimpleTuner reads an option name (the part before `=`) as --attention_mechanism: the
+    name itself or a start of it (`--attention_mech`) that no other SimpleTuner option shares."""
+    return len(name) >= len(SHORTEST) and OPTION.startswith(name)
+
+
 def mechanism(args: list, source="config") -> str:
     """The attention mechanism these arguments select, validated as SimpleTuner's parser would."""
+    unknown = misspelt(args)
+    if unknown:
+        raise UsageError(f"{source}: SimpleTuner knows no option {unknown[0]!r} and stops at it (\"unrecognized arguments\")",
+                         "rename it to attention_mechanism")
     values = []
     for i, arg in enumerate(args):
-        if arg == OPTION:
-            following = args[i + 1] if i + 1 < len(args) else None
-            if following is None or following.startswith("-"):
-                raise UsageError(f"{source}: attention_mechanism is set without a value",
-                                 'give it one, e.g. "attention_mechanism": "flex"')
-            values.append(following)
-        elif arg.startswith(OPTION + "="):
-            values.append(arg.split("=", 1)[1])
+        name, equals, value = arg.partition("=")
+        if not is_option(name):
+            continue
+        if equals:
+            values.append(value)
+            continue
+        following = args[i + 1] if i + 1 < len(args) else None
+        if following is None or following.startswith("-"):
+            raise UsageError(f"{source}: attention_mechanism is set without a value",
+                             'give it one, e.g. "attention_mechanism": "flex"')
+        values.append(following)
     if len(set(values)) > 1:
         raise UsageError(f"{source}: attention_mechanism is set more than once, to different values ({', '.join(map(repr, values))})",
                          "keep only one (SimpleTuner would silently use the last)")
@@ -168,25 +184,24 @@ def mechanism(args: list, source="config") -> str:
 
 
 def misspelt(args: list) -> list:
-    """Options that look like attention_mechanism but are not it, e.g. attention-mechanism."""
-    names = {arg.split("=", 1)[0].lstrip("-") for arg in args if arg.startswith("-")}
-    return sorted(name for name in names if name != OPTION[2:]
-                  and (name.lower().replace("-", "_") == OPTION[2:]
-                       or difflib.SequenceMatcher(None, name.lower(), OPTION[2:]).ratio() >= 0.85))
+    """Arguments that look like attention_mechanism but that SimpleTuner does not read as it, e.g.
+    --attention-mechanism, -attention_mechanism or "--attention_mechanism with a quote left in a
+    config.env: SimpleTuner stops at an option it does not know, and at an argument that is no option's value."""
+    names = {arg.split("=", 1)[0] for arg in args}
+    target = OPTION[2:]
+    looks = {name: name.lstrip("-").lower() for name in names}
+    return sorted(name for name, bare in looks.items() if not is_option(name)
+                  and (bare.replace("-", "_") == target or difflib.SequenceMatcher(None, bare, target).ratio() >= 0.85))
 
 
 # --8<-- [start:check]
-def check(path) -> list:
-    """Which attention a SimpleTuner config selects, as lines: a warning for each key that looks
-    like a misspelt attention_mechanism, then the answer."""
-    args = read_config(path)
-    name = mechanism(args, source=path)
-    lines = [f"warning: {path}: {key!r} is not attention_mechanism, so SimpleTuner does not read it as one. "
-             f"Fix: rename it to attention_mechanism" for key in misspelt(args)]
+def check(path) -> str:
+    """Which attention a SimpleTuner config selects, as one line; a UsageError for a problem."""
+    name = mechanism(read_config(path), source=path)
     backend = DIFFUSERS_BACKENDS.get(name)
     if backend is None:
-        return lines + [f"ok: {path}: attention_mechanism {name!r} selects no Diffusers backend"]
-    return lines + [f"ok: {path}: attention_mechanism {name!r} -> Diffusers backend {backend!r}"]
+        return f"ok: {path}: attention_mechanism {name!r} selects no Diffusers backend"
+    return f"ok: {path}: attention_mechanism {name!r} -> Diffusers backend {backend!r}"
 # --8<-- [end:check]
 
 
@@ -200,10 +215,8 @@ def main(argv) -> int:
         for name in MECHANISMS:
             print(f"{name:32} {DIFFUSERS_BACKENDS.get(name, '-')}")
         return 0
-    lines = check(args.file)
-    for line in lines:
-        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
-    return 1 if len(lines) > 1 else 0
+    print(check(args.file))
+    return 0
 
 
 if __name__ == "__main__":

@@ -110,14 +110,16 @@ def generate(model, prompt, new_tokens, compiled=True):
 # --8<-- [end:loop]
 
 
+# --8<-- [start:check]
 def tiny_model(device, seed=0):
     torch.manual_seed(seed)
     return TinyLM().to(device).eval()
 
 
-def check_generation(device, compiled=True, prompt_tokens=40, new_tokens=24) -> dict:
+def check_generation(device, compiled=True, prompt_tokens=100, new_tokens=60) -> dict:
     """Generate with the cache, then run the whole sequence at once (SDPA, no cache) and compare
-    the logits of every generated position; count the compiles of the decoding step."""
+    the logits of every generated position; count the compiles of the decoding step. The steps run
+    at positions 100 to 158: across the boundary between the cache's first two blocks, at 128."""
     from torch._dynamo.utils import counters
 
     model = tiny_model(device)
@@ -130,7 +132,25 @@ def check_generation(device, compiled=True, prompt_tokens=40, new_tokens=24) -> 
         want = model(sequence, torch.arange(sequence.size(1), device=device))[:, prompt_tokens - 1:]
     error = ((logits - want).norm() / want.norm()).item()
     return {"tokens": tokens[0].tolist(), "error": error, "same_tokens": torch.equal(want.argmax(-1), tokens),
-            "compiles": counters["frames"]["ok"]}
+            "compiled": compiled, "compiles": counters["frames"]["ok"],
+            "prompt_tokens": prompt_tokens, "length": sequence.size(1)}
+
+
+def describe_generation(r) -> str:
+    return (f"{len(r['tokens'])} tokens, same as without a cache: {r['same_tokens']}, logits differ by {r['error']:.1e}"
+            + (f", compiles of the decoding step: {r['compiles']}" if r["compiled"] else ""))
+
+
+def compile_on_the_cpu() -> str:
+    """The compiled decoding loop on the CPU: the error it stops with, in one line."""
+    from torch._inductor.exc import InductorError
+
+    try:
+        check_generation("cpu", compiled=True)
+    except InductorError as e:
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"
+    return "compiled on the CPU: no error"
+# --8<-- [end:check]
 
 
 # --8<-- [start:int_offset]
@@ -143,6 +163,7 @@ def step_mask_int(block_mask, position: int):
 # --8<-- [end:int_offset]
 
 
+# --8<-- [start:count_compiles]
 RECOMPILE_LIMIT = 8  # PyTorch's default torch._dynamo.config.recompile_limit; the benchmarks raise it
 
 
@@ -171,6 +192,17 @@ def count_compiles(offset, dynamic=None, steps=12, device="cpu") -> dict:
             "recompile_limit_hit": any("recompile_limit" in k for k in counters["unimplemented"])}
 
 
+def compile_table(device="cpu", steps=10) -> str:
+    lines = [f"position        dynamic  compiles in {steps} steps  recompile limit hit"]
+    for offset in ("tensor", "int"):
+        for dynamic in (None, False):
+            r = count_compiles(offset, dynamic, steps, device)
+            lines.append(f"{offset + ' offset':14}  {str(dynamic):7}  {r['compiles']:>19}  {r['recompile_limit_hit']}")
+    return "\n".join(lines)
+# --8<-- [end:count_compiles]
+
+
+# --8<-- [start:slicing_errors]
 def slicing_errors(device="cpu") -> dict:
     """What flex_attention says when a sliced BlockMask keeps what slicing gave it."""
     block_mask = cache_mask(device)
@@ -190,6 +222,12 @@ def slicing_errors(device="cpu") -> dict:
     return errors
 
 
+def describe_slicing_errors(errors) -> str:
+    """Each error in one line, cut at 160 characters."""
+    return "\n".join(f"without {name}: {error[:160]}" for name, error in errors.items())
+# --8<-- [end:slicing_errors]
+
+
 # --8<-- [start:kernels]
 def kernel_for(q_tokens, q_heads=8, kv_heads=8, mask_heads=1, kv_tokens=1024) -> str:
     """Compile flex_attention for these shapes and read which kernel the compiler generated:
@@ -204,7 +242,6 @@ def kernel_for(q_tokens, q_heads=8, kv_heads=8, mask_heads=1, kv_tokens=1024) ->
     _, code = run_and_get_code(torch.compile(flex_attention), q, k, v, block_mask=block_mask,
                                enable_gqa=q_heads != kv_heads)
     return "FlexDecoding" if "SPLIT_KV" in "".join(code) else "FlexAttention"
-# --8<-- [end:kernels]
 
 
 KERNEL_CASES = [  # (query tokens, query heads, KV heads, BlockMask heads)
@@ -219,15 +256,7 @@ def kernel_table() -> str:
         kernel = kernel_for(q_tokens, q_heads, kv_heads, mask_heads)
         lines.append(f"{q_tokens:>12}  {q_heads:>11}  {kv_heads:>8}  {mask_heads:>15}  {kernel}")
     return "\n".join(lines)
-
-
-def compile_table(device="cpu", steps=10) -> str:
-    lines = [f"position        dynamic  compiles in {steps} steps  recompile limit hit"]
-    for offset in ("tensor", "int"):
-        for dynamic in (None, False):
-            r = count_compiles(offset, dynamic, steps, device)
-            lines.append(f"{offset + ' offset':14}  {str(dynamic):7}  {r['compiles']:>19}  {r['recompile_limit_hit']}")
-    return "\n".join(lines)
+# --8<-- [end:kernels]
 
 
 def main(argv) -> int:
@@ -235,19 +264,36 @@ def main(argv) -> int:
     parser.add_argument("--recompiles", action="store_true", help="count compiles: int vs tensor offset")
     parser.add_argument("--kernels", action="store_true", help="which kernel each query length gets (CUDA)")
     args = parser.parse_args(argv)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.kernels:
-        if device != "cuda":
+        if not torch.cuda.is_available():
             raise UsageError("no CUDA GPU: the kernel choice is made by the GPU compiler",
                              "run `python -m snippets.decoding --kernels` on a machine with an NVIDIA GPU")
-        print(kernel_table())
+        # --8<-- [start:print_kernels]
+        if torch.cuda.is_available():
+            print(kernel_table())
+        # --8<-- [end:print_kernels]
     elif args.recompiles:
-        print(compile_table(device))
+        # --8<-- [start:print_recompiles_gpu]
+        if torch.cuda.is_available():
+            print(compile_table("cuda"))
+        # --8<-- [end:print_recompiles_gpu]
+        # --8<-- [start:print_recompiles_cpu]
+        print(compile_table("cpu"))
+        # --8<-- [end:print_recompiles_cpu]
     else:
-        r = check_generation(device, compiled=device == "cuda")
-        print(f"generated {len(r['tokens'])} tokens on the {device}: {r['tokens']}")
-        print(f"same tokens as the whole sequence without a cache: {r['same_tokens']}; "
-              f"logits differ by {r['error']:.1e}; compiles of the decoding step: {r['compiles']}")
+        # --8<-- [start:print_slicing_errors]
+        print(describe_slicing_errors(slicing_errors()))
+        # --8<-- [end:print_slicing_errors]
+        # --8<-- [start:print_loop_gpu]
+        if torch.cuda.is_available():
+            print(describe_generation(check_generation("cuda")))
+        # --8<-- [end:print_loop_gpu]
+        # --8<-- [start:print_cpu_compile]
+        print(compile_on_the_cpu())
+        # --8<-- [end:print_cpu_compile]
+        # --8<-- [start:print_loop_cpu]
+        print(describe_generation(check_generation("cpu", compiled=False)))
+        # --8<-- [end:print_loop_cpu]
     return 0
 
 

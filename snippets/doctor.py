@@ -5,6 +5,8 @@
 Exit code 0 when FlexAttention is usable here, 1 when it is not. A fix comes with its link to
 the guide, in the language --lang names.
 """
+import functools
+import importlib
 import importlib.util
 import json
 import tempfile
@@ -13,6 +15,37 @@ import warnings
 from snippets._cli import ArgumentParser, run
 
 OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+class TooOld(Exception):
+    """This PyTorch lacks a name that a check reads; str() is one line naming the version and the name."""
+
+
+def torch_name(dotted, since, instead="", of=None):
+    """What a torch name stands for: torch_name("torch._dynamo.config.recompile_limit", "2.7") imports
+    the modules in it and reads the rest as attributes; with `of`, its last part is read from that
+    object. A PyTorch older than `since`, the first release with the name (claims/torch_api.yaml), lacks
+    it: then TooOld, which names this version, the name, `since` and what this version has `instead`."""
+    import torch
+
+    parts = dotted.split(".")
+    if of is not None:
+        parts = parts[-1:]
+    else:  # the longest part of the name that is a module
+        i = len(parts)
+        while of is None:
+            try:
+                of = importlib.import_module(".".join(parts[:i]))
+            except ModuleNotFoundError as e:
+                if not f"{dotted}.".startswith(f"{e.name}."):
+                    raise  # a module it imports is missing: a broken install, not an old one
+                i -= 1
+        parts = parts[i:]
+    try:
+        return functools.reduce(getattr, parts, of)
+    except AttributeError:
+        here = f"; here: {instead}" if instead else ""
+        raise TooOld(f"torch {torch.__version__} has no {dotted} (from {since}{here})") from None
 
 
 def check_torch():
@@ -65,8 +98,7 @@ def check_flex_call():
 
 
 def check_cache():
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
+    cache_dir = torch_name("torch._inductor.runtime.cache_dir_utils.cache_dir", "2.6")
     path = cache_dir()
     try:
         with tempfile.NamedTemporaryFile(dir=path):
@@ -81,7 +113,9 @@ def check_recompile_limit():
 
     from snippets.decoding import RECOMPILE_LIMIT
 
-    limit = torch._dynamo.config.recompile_limit
+    config = torch._dynamo.config
+    limit = torch_name("torch._dynamo.config.recompile_limit", "2.7",
+                       instead=f"cache_size_limit {config.cache_size_limit}")
     if limit < RECOMPILE_LIMIT:
         return WARN, (f"recompile limit {limit}, below PyTorch's default {RECOMPILE_LIMIT}: flex_attention "
                       "falls back to its unfused path sooner"), "recompiles"
@@ -93,7 +127,8 @@ def check_shared_memory():
 
     if not torch.cuda.is_available():
         return OK, "no GPU: no shared-memory limit on kernel blocks", ""
-    limit = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    limit = torch_name("torch._C._CudaDeviceProperties.shared_memory_per_block_optin", "2.7",
+                       of=torch.cuda.get_device_properties(0))
     if limit < HOPPER_SHARED_MEMORY:
         return WARN, (f"{limit // 1024} KiB of shared memory per block, less than the "
                       f"{HOPPER_SHARED_MEMORY // 1024} KiB of the GPUs measured: large head dimensions may "
@@ -164,6 +199,11 @@ FIXES = {
         "en": "upgrade PyTorch to 2.5 or newer", "zh": "将 PyTorch 升级到 2.5 或更新版本",
         "pt": "atualize o PyTorch para a versão 2.5 ou mais recente",
         "hi": "PyTorch को 2.5 या नए संस्करण में अपग्रेड करें"}),
+    "torch_newer": ("index.md#what-it-needs", {
+        "en": "upgrade PyTorch to the version named here, or newer",
+        "zh": "将 PyTorch 升级到这里所说的版本或更新版本",
+        "pt": "atualize o PyTorch para a versão indicada aqui, ou mais recente",
+        "hi": "PyTorch को यहाँ बताए गए संस्करण या उससे नए संस्करण में अपग्रेड करें"}),
     "no_gpu": ("troubleshooting.md#gradients-on-the-cpu", {
         "en": "train on a machine with a CUDA GPU", "zh": "在有 CUDA GPU 的机器上训练",
         "pt": "treine em uma máquina com GPU CUDA", "hi": "CUDA GPU वाली मशीन पर ट्रेनिंग करें"}),
@@ -235,7 +275,8 @@ ESSENTIAL = {"torch", "flex_attention"}
 
 
 def diagnose(lang="en") -> list:
-    """Run every check; a check that raises is a failure, never a traceback."""
+    """Run every check; a check that raises is a failure, never a traceback (one that reads a name this
+    PyTorch is too old to have is a warning)."""
     results = []
     for name, check in CHECKS.items():
         if results and results[0]["status"] == FAIL:
@@ -243,6 +284,8 @@ def diagnose(lang="en") -> list:
             continue
         try:
             status, message, fix = check()
+        except TooOld as e:  # an older PyTorch: this check cannot run, FlexAttention still can
+            status, message, fix = WARN, str(e), "torch_newer"
         except Exception as e:  # a broken install must still get an answer
             status, message, fix = FAIL, f"{type(e).__name__}: {e}".splitlines()[0], "broken"
         results.append(dict(check=name, status=status, message=message, fix=fix_text(fix, lang)))

@@ -110,13 +110,13 @@ def accuracy(kernel_options=FLASH, dtype=torch.bfloat16) -> dict:
     }
     return {name: errors(attention, reference, *inputs(dtype=dtype, **sizes))
             for name, (attention, reference, sizes) in cases.items()}
-# --8<-- [end:accuracy]
 
 
 def sdpa_accuracy(dtype=torch.bfloat16) -> dict:
     """SDPA's own error in the same dtype, for the plain causal case: the scale of dtype rounding."""
     return {"causal": errors(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                              dense_causal, *inputs(dtype=dtype))}
+# --8<-- [end:accuracy]
 
 
 # --8<-- [start:limits]
@@ -207,7 +207,6 @@ def natural_lse(q, k, v):
     """FLASH's log-sum-exp in natural log, on PyTorch versions that scale it by log(2) twice too."""
     scale = lse_scale()
     return flash_lse(q, k, v) / (math.log(2) if abs(scale - math.log(2)) < 1e-3 else 1.0)
-# --8<-- [end:lse]
 
 
 def lse_errors() -> dict:
@@ -219,6 +218,7 @@ def lse_errors() -> dict:
         want = scores.masked_fill(~causal_mask, float("-inf")).logsumexp(-1)
         return {"scale": lse_scale(), "returned": relative_error(flash_lse(q, k, v), want),
                 "corrected": relative_error(natural_lse(q, k, v), want)}
+# --8<-- [end:lse]
 
 
 def installed() -> bool:
@@ -240,16 +240,33 @@ def main(argv) -> int:
         raise UsageError("flash-attn-4 is not installed", "pip install flash-attn-4")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     # --8<-- [start:run]
+    import importlib.metadata
+    import math
+
     q, k, v = inputs()
     out = flash_attention(q, k, v, causal_mask())
     out.sum().backward()
-    for backend in ("FLASH", "AUTO"):
-        print(backend, attention_kernels({"BACKEND": backend}))
-    for name, (out, dq, dk, dv) in accuracy().items():
-        print(f"{name}: output {out:.1e}, dq {dq:.1e}, dk {dk:.1e}, dv {dv:.1e}")
-    for name, result in tries("FLASH").items():
-        print(f"{name}: {result}")
-    print("log-sum-exp as returned / true:", lse_scale())
+    ran = {backend: attention_kernels({"BACKEND": backend}) for backend in ("FLASH", "AUTO")}
+    ran["no kernel_options"] = attention_kernels(None)
+    print(f"torch {torch.__version__}, flash-attn-4 {importlib.metadata.version('flash-attn-4')}")
+    for backend, names in ran.items():
+        print(f"{backend}: {', '.join(n[:60] for n in names)}")
+
+    rows = {backend: accuracy({"BACKEND": backend}) for backend in ("FLASH", "TRITON")}
+    print(f"bfloat16, relative error vs float64 ({torch.cuda.get_device_name()})")
+    print(f"{'case':34} {'backend':7} {'output':>8} {'dq':>8} {'dk':>8} {'dv':>8}")
+    for case in rows["FLASH"]:
+        for backend in rows:
+            print(f"{case:34} {backend:7} " + " ".join(f"{e:8.1e}" for e in rows[backend][case]))
+    print(f"{'causal':34} {'SDPA':7} " + " ".join(f"{e:8.1e}" for e in sdpa_accuracy()["causal"]))
+
+    refused, triton = tries("FLASH"), tries("TRITON")
+    for case in refused:
+        print(f"{case}\n  FLASH:  {refused[case][:150]}\n  TRITON: {triton[case][:150]}")
+
+    lse = lse_errors()
+    print(f"torch {torch.__version__}: returned log-sum-exp / true = {lse['scale']:.4f} (log 2 = {math.log(2):.4f})")
+    print(f"relative error vs float64: as returned {lse['returned']:.1e}, corrected {lse['corrected']:.1e}")
     # --8<-- [end:run]
     return 0
 

@@ -2,6 +2,7 @@
 
     python -m snippets.kernels            # print the cache locations
     python -m snippets.kernels warm-up    # compile for a few shapes, timing first and second calls
+    python -m snippets.kernels files      # the files in Inductor's cache, counted by kind (suffix)
 """
 import os
 import time
@@ -16,7 +17,7 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir
 def cache_locations() -> dict:
     """Where torch.compile keeps what it builds for FlexAttention."""
     return {
-        "inductor": cache_dir(),  # $TORCHINDUCTOR_CACHE_DIR, default /tmp/torchinductor_<user>
+        "inductor": cache_dir(),  # $TORCHINDUCTOR_CACHE_DIR, default <temp dir>/torchinductor_<user>
         "triton": triton_cache_dir(0),  # $TRITON_CACHE_DIR, default <inductor>/triton/0
     }
 # --8<-- [end:cache_dirs]
@@ -73,7 +74,7 @@ def cache_files(root) -> dict:
 
 def main(argv) -> int:
     parser = ArgumentParser(prog="python -m snippets.kernels")
-    parser.add_argument("command", nargs="?", choices=["where", "warm-up"], default="where")
+    parser.add_argument("command", nargs="?", choices=["where", "warm-up", "files"], default="where")
     args = parser.parse_args(argv)
     for name, path in cache_locations().items():
         print(f"{name:9} {path}")
@@ -85,6 +86,10 @@ def main(argv) -> int:
             backward=cuda,  # FlexAttention has no backward on CPU
         )
         print(f"first call {first:.1f} s, second call {second * 1000:.1f} ms")
+    if args.command == "files":
+        for suffix, count in cache_files(cache_locations()["inductor"]).items():
+            if suffix.startswith("."):  # kinds of file; the others are named by their hash
+                print(f"{suffix:12} {count}")
     return 0
 
 

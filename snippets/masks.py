@@ -2,16 +2,13 @@
 
     python -m snippets.masks        # a picture of each mask, drawn from the mask itself, and its sparsity
 """
-import math
-
-import torch
-import torch.nn.functional as F
-from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention, or_masks
-
 from snippets._cli import UsageError, run
 
-
 # --8<-- [start:mask_mods]
+import torch
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention, or_masks
+
+
 # A mask_mod answers one question: may query position q_idx attend to key position kv_idx?
 def causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
@@ -55,7 +52,9 @@ def causal_documents(document_ids):
 # --8<-- [start:score_mods]
 # A score_mod changes one score before the softmax; it sees the score and the same indices.
 def alibi(heads):
-    """ALiBi: a linear penalty on distance, with a slope per head."""
+    """ALiBi, for causal attention (use it with the causal mask): each earlier key's score loses
+    slope x distance. The slopes 2^(-8/heads), 2^(-16/heads), ..., 2^(-8) are the paper's for a
+    power-of-two number of heads."""
     slopes = torch.tensor([2 ** (-8 * (i + 1) / heads) for i in range(heads)])
 
     def score_mod(score, b, h, q_idx, kv_idx):
@@ -78,6 +77,7 @@ def causal_as_score_mod(score, b, h, q_idx, kv_idx):
 # --8<-- [end:as_score_mod]
 
 
+# --8<-- [start:pictures]
 def example_documents(tokens=256):
     """Three packed documents of 64, 128 and 64 tokens (scaled to `tokens`)."""
     sizes = [tokens // 4, tokens // 2, tokens - tokens // 4 - tokens // 2]
@@ -109,53 +109,26 @@ def picture(mask_mod, tokens=256, cells=16) -> str:
 def sparsity(mask_mod, tokens=4096) -> float:
     """The share of 128 x 128 blocks a BlockMask of this mask_mod lets the kernel skip, in percent."""
     return create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu").sparsity()
+# --8<-- [end:pictures]
 
 
-def qkv(heads=4, tokens=256, seed=0):
+def qkv(heads=4, tokens=256, seed=0, dtype=torch.float64):
     torch.manual_seed(seed)
-    return [torch.randn(1, heads, tokens, 32, dtype=torch.float64) for _ in range(3)]
+    return [torch.randn(1, heads, tokens, 32, dtype=dtype) for _ in range(3)]
 
 
 def relative_error(got, want) -> float:
     return ((got - want).norm() / want.norm()).item()
 
 
-def reference_with_bias(q, k, v, bias):
-    """Attention computed by hand with an additive bias on the scores (-inf masks a position)."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias
-    return torch.softmax(scores, dim=-1) @ v
-
-
-def mask_error(mask_mod, tokens=256) -> float:
-    """FlexAttention with the mask_mod vs SDPA with the same mask as a dense tensor."""
-    q, k, v = qkv(tokens=tokens)
-    block_mask = create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu")
-    return relative_error(flex_attention(q, k, v, block_mask=block_mask),
-                          F.scaled_dot_product_attention(q, k, v, attn_mask=dense(mask_mod, tokens)))
-
-
-def alibi_error(heads=4, tokens=256) -> float:
-    q, k, v = qkv(heads, tokens)
-    slopes = torch.tensor([2 ** (-8 * (i + 1) / heads) for i in range(heads)], dtype=torch.float64)
-    distance = torch.arange(tokens)[None, :] - torch.arange(tokens)[:, None]
-    bias = slopes[:, None, None] * distance
-    return relative_error(flex_attention(q, k, v, score_mod=alibi(heads)), reference_with_bias(q, k, v, bias))
-
-
-def soft_cap_error(cap=20.0, tokens=256) -> float:
-    q, k, v = qkv(tokens=tokens)
-    q = q * 4  # large scores, so that the cap matters
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    want = torch.softmax(cap * torch.tanh(scores / cap), dim=-1) @ v
-    return relative_error(flex_attention(q, k, v, score_mod=soft_cap(cap)), want)
-
-
 def main(argv) -> int:
     if argv:
         raise UsageError(f"unexpected arguments {' '.join(argv)!r}", "python -m snippets.masks")
+    # --8<-- [start:print_pictures]
     for name, mask_mod in examples().items():
         print(f"{name}: {sparsity(examples(4096)[name]):.1f}% of the blocks skipped at 4096 tokens")
         print(picture(mask_mod))
+    # --8<-- [end:print_pictures]
     return 0
 
 

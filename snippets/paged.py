@@ -2,12 +2,11 @@
 
     python -m snippets.paged     # attention over the pages, checked against SDPA for each sequence
 """
-import torch.nn.functional as F
-
 from snippets._cli import UsageError, run
 
 # --8<-- [start:paged]
 import torch
+import torch.nn.functional as F
 from torch.nn.attention.experimental._paged_attention import PagedAttention  # experimental
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -33,7 +32,6 @@ def paged_attention(q, keys, values, page_size=128):
     logical = create_block_mask(sees, len(keys), None, 1, MAX_TOKENS, device=q.device, BLOCK_SIZE=page_size)
     physical = paged.convert_logical_block_mask(logical)  # the same mask over the pool's pages
     return flex_attention(q, k_pool, v_pool, block_mask=physical, enable_gqa=True), n_pages
-# --8<-- [end:paged]
 
 
 def check(lengths=(101, 301, 41), page_size=128) -> dict:
@@ -53,12 +51,15 @@ def describe(r) -> str:
     return (f"{len(r['lengths'])} sequences of {', '.join(map(str, r['lengths']))} tokens: {r['pages']} pages "
             f"({r['slots']} token slots) instead of {len(r['lengths'])} x {MAX_TOKENS} = {r['static']} in a "
             f"static cache; largest difference from SDPA: {r['error']:.1e}")
+# --8<-- [end:paged]
 
 
 def main(argv) -> int:
     if argv:
         raise UsageError(f"unexpected arguments {' '.join(argv)!r}", "python -m snippets.paged")
+    # --8<-- [start:print_check]
     print(describe(check()))
+    # --8<-- [end:print_check]
     return 0
 
 

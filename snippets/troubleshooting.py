@@ -21,13 +21,15 @@ def missing_helper() -> str:
 # --8<-- [end:missing_helper]
 
 
+# --8<-- [start:string_version]
+import importlib.metadata
+
+import torch
+from torch.torch_version import TorchVersion
+
+
 def string_version_check() -> str:
     """torch.__version__ compares as a version; the same text as a plain str does not."""
-    # --8<-- [start:string_version]
-    import importlib.metadata
-
-    from torch.torch_version import TorchVersion
-
     installed = torch.__version__  # a TorchVersion: compares as a version
     plain = importlib.metadata.version("torch")  # the same text, as a plain str
     lines = [
@@ -35,8 +37,8 @@ def string_version_check() -> str:
         f"plain str {plain!r} >= '2.5.0': {plain >= '2.5.0'}",
         f"TorchVersion({plain!r}) >= '2.5.0': {TorchVersion(plain) >= '2.5.0'}",
     ]
-    # --8<-- [end:string_version]
     return "\n".join(lines)
+# --8<-- [end:string_version]
 
 
 # --8<-- [start:cpu_backward]
@@ -55,16 +57,22 @@ def cpu_backward() -> str:
 # --8<-- [end:cpu_backward]
 
 
+# --8<-- [start:uncompiled_call]
+def uncompiled_call():
+    """flex_attention called as it is, without torch.compile: the unfused path, with a warning."""
+    q = torch.randn(1, 1, 128, 64)
+    return flex_attention(q, q, q)
+# --8<-- [end:uncompiled_call]
+
+
 def eager_warning() -> str:
     """The warning FlexAttention gives when it runs without torch.compile."""
-    from torch.nn.attention.flex_attention import flex_attention
     import torch.nn.attention.flex_attention as module
 
-    q = torch.randn(1, 1, 128, 64)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         getattr(module, "_WARNINGS_SHOWN", set()).clear()  # it warns once per process
-        flex_attention(q, q, q)
+        uncompiled_call()
     messages = [str(w.message) for w in caught if "torch.compile" in str(w.message)]
     return messages[0].splitlines()[0] if messages else "no warning"
 
@@ -78,7 +86,11 @@ def autocast_forward_backward():
         out = torch.compile(flex_attention)(q, k, v, block_mask=causal)
     out.float().sum().backward()
     return out, q, k, v
-# --8<-- [end:autocast]
+
+
+def relative(a, b) -> float:
+    """Relative error of a against the float64 reference b."""
+    return ((a.double() - b).norm() / b.norm()).item()
 
 
 def autocast_compiled() -> str:
@@ -87,6 +99,7 @@ def autocast_compiled() -> str:
     out, q, k, v = autocast_forward_backward()
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
     return f"output {out.dtype}, q.grad {q.grad.dtype}, relative error vs float64 SDPA {relative(out, want):.1e}"
+# --8<-- [end:autocast]
 
 
 # Each symptom of the troubleshooting page: a reproduction and a fix, on the GPU.
@@ -96,11 +109,13 @@ from torch._dynamo.utils import counters
 
 
 def graphs_compiled(run, *args) -> int:
-    """How many graphs torch.compile built while run(*args) ran, from a fresh start."""
+    """How many graphs Inductor compiled while run(*args) ran, from a fresh start: each compiled graph
+    is looked up once in Inductor's FX-graph cache (found, not found, or not cacheable). Calls past
+    the recompile limit run the unfused path, which compiles nothing."""
     torch._dynamo.reset()
     counters.clear()
     run(*args)
-    return counters["stats"]["unique_graphs"]
+    return sum(counters["inductor"][name] for name in ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass"))
 # --8<-- [end:count_compiles]
 
 
@@ -173,7 +188,7 @@ def at_default_limit(function):
     return wrapper
 
 
-@at_default_limit
+# --8<-- [start:recompiles_report]
 def recompiles() -> str:
     """Graphs compiled for ten steps of each case, and the error a changing float gives."""
     q = torch.randn(1, 4, 1024, 64, device="cuda", dtype=torch.bfloat16)
@@ -187,6 +202,7 @@ def recompiles() -> str:
     except Exception as e:
         lines.append(f"Python float in score_mod: {type(e).__name__}: {str(e).splitlines()[0]}")
     return "\n".join(lines)
+# --8<-- [end:recompiles_report]
 
 
 # --8<-- [start:peak_memory]
@@ -201,7 +217,11 @@ def peak_memory(run, *args) -> int:
 # --8<-- [end:peak_memory]
 
 
-@at_default_limit
+# --8<-- [start:unfused_report]
+import contextlib
+import warnings
+
+
 def unfused_cost(measuring=contextlib.nullcontext) -> dict:
     """Peak memory and time of one call at 16 heads x 8192 tokens: compiled, uncompiled, and
     compiled past the recompile limit (ten lengths before this one, dynamic=False). Each
@@ -237,6 +257,7 @@ def unfused_cost(measuring=contextlib.nullcontext) -> dict:
 
 def describe_cost(found: dict) -> str:
     return "\n".join(f"{name}: peak {peak / 2**20:,.0f} MiB, {ms:.2f} ms" for name, (peak, ms) in found.items())
+# --8<-- [end:unfused_report]
 
 
 # --8<-- [start:block_mask_memory]
@@ -249,13 +270,12 @@ def block_mask_cost(builder, length, B=None, H=None):
 # --8<-- [end:block_mask_memory]
 
 
+# --8<-- [start:block_mask_report]
 def block_mask_memory(measuring=contextlib.nullcontext) -> str:
     """create_block_mask at 32768 tokens: as called, with batch and heads, and compiled. The
     measurements run in `with measuring():`, the compile before them."""
     length = 32768
-    # --8<-- [start:block_mask_fix]
     compiled_builder = torch.compile(create_block_mask)
-    # --8<-- [end:block_mask_fix]
     compiled_builder(causal, None, None, length, length, "cuda")  # compiles once
     with measuring():
         cases = [("create_block_mask, B=None, H=None", block_mask_cost(create_block_mask, length)),
@@ -263,9 +283,13 @@ def block_mask_memory(measuring=contextlib.nullcontext) -> str:
                  ("torch.compile(create_block_mask), B=None, H=None", block_mask_cost(compiled_builder, length))]
     return "\n".join(f"{name}: " + (f"peak {cost / 2**20:,.0f} MiB" if isinstance(cost, int) else cost)
                      for name, cost in cases)
+# --8<-- [end:block_mask_report]
 
 
 # --8<-- [start:masked_rows]
+import warnings
+
+
 def padded(b, h, q_idx, kv_idx):
     """The first 200 of 256 tokens are real; the last 56 are padding and attend to nothing."""
     return (q_idx < 200) & (kv_idx < 200)
@@ -278,7 +302,6 @@ def masked_rows(device="cpu", attention=flex_attention):
     dense = padded(0, 0, torch.arange(256, device=device)[:, None], torch.arange(256, device=device))
     sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense)
     return q, k, v, flex, sdpa
-# --8<-- [end:masked_rows]
 
 
 def describe_masked_rows(device="cpu") -> str:
@@ -296,6 +319,7 @@ def describe_masked_rows(device="cpu") -> str:
                      f", gradients NaN {any(g.isnan().any().item() for g in grads)}")
         lines.append(line)
     return "\n".join(lines)
+# --8<-- [end:masked_rows]
 
 
 # --8<-- [start:odd_length]
@@ -307,6 +331,7 @@ def causal_attention(length, attention=torch.compile(flex_attention)):
 # --8<-- [end:odd_length]
 
 
+# --8<-- [start:odd_lengths_report]
 def odd_lengths() -> str:
     """Lengths that are not multiples of 128, forward and backward, against float64 SDPA:
     relative errors."""
@@ -320,13 +345,12 @@ def odd_lengths() -> str:
         errors = [relative(a, b) for a, b in zip((out, *grads), (want, *want_grads))]
         lines.append(f"{length} tokens: output {errors[0]:.1e}, dq {errors[1]:.1e}, dk {errors[2]:.1e}, dv {errors[3]:.1e}")
     return "\n".join(lines)
-
-
-def relative(a, b) -> float:
-    return ((a.double() - b).norm() / b.norm()).item()
+# --8<-- [end:odd_lengths_report]
 
 
 # --8<-- [start:large_head_dim]
+import re
+
 SMALL_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "num_stages": 1}
 
 
@@ -336,7 +360,6 @@ def head_dim_512(kernel_options=None):
     out = torch.compile(flex_attention)(q, k, v, kernel_options=kernel_options)
     out.sum().backward()
     return q, k, v, out
-# --8<-- [end:large_head_dim]
 
 
 def large_head_dim() -> str:
@@ -346,12 +369,15 @@ def large_head_dim() -> str:
         head_dim_512()
         lines = ["default kernel_options: no error"]
     except Exception as e:
-        lines = ["default kernel_options: " + " ".join(str(e).split("\n\n")[0].split())]
+        message = " ".join(str(e).split("\n\n")[0].split())
+        # the kernel's name ends in a number that counts the kernels this process generated: left out
+        lines = ["default kernel_options: " + re.sub(r"\b(triton_\w+?)_\d+\b", r"\1", message)]
     torch._dynamo.reset()
     q, k, v, out = head_dim_512(SMALL_BLOCKS)
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
     lines.append(f"{SMALL_BLOCKS}: forward and backward ran, relative error vs float64 SDPA {relative(out, want):.1e}")
     return "\n".join(lines)
+# --8<-- [end:large_head_dim]
 
 
 # --8<-- [start:mismatch_fix]
@@ -359,6 +385,16 @@ def matching_block_mask(q, k, mask_mod=causal):
     """A BlockMask on the queries' device, for these queries' and keys' lengths."""
     return create_block_mask(mask_mod, None, None, q.shape[-2], k.shape[-2], device=q.device)
 # --8<-- [end:mismatch_fix]
+
+
+# --8<-- [start:mismatches_report]
+def mixed_backward(attention, q):
+    """Queries in one dtype, keys and values in float16, all requiring gradients: forward and backward."""
+    q = q.detach().requires_grad_()
+    kv = q.detach().half().requires_grad_()
+    out = attention(q, kv, kv)
+    out.sum().backward()
+    return out.dtype
 
 
 def mismatches() -> str:
@@ -371,6 +407,7 @@ def mismatches() -> str:
         "BlockMask built on the CPU": lambda: attention(q, q, q, block_mask=create_block_mask(causal, None, None, 256, 256, device="cpu")).dtype,
         "BlockMask built for 512 tokens": lambda: attention(q, q, q, block_mask=create_block_mask(causal, None, None, 512, 512, device="cuda")).dtype,
         "key and value in float16": lambda: attention(q, q.half(), q.half()).dtype,
+        "key and value in float16, with gradients": lambda: mixed_backward(attention, q),
     }
     lines = []
     for name, call in cases.items():
@@ -378,8 +415,9 @@ def mismatches() -> str:
         try:
             lines.append(f"{name}: no error, output {call()}")
         except Exception as e:
-            lines.append(f"{name}: {type(e).__name__}: {str(e).split('. As the block mask')[0]}")
+            lines.append(f"{name}: {type(e).__name__}: {str(e).splitlines()[0].split('. As the block mask')[0]}")
     return "\n".join(lines)
+# --8<-- [end:mismatches_report]
 
 
 def main(argv) -> int:
@@ -388,10 +426,50 @@ def main(argv) -> int:
         # --8<-- [start:print_missing_helper]
         print(missing_helper())
         # --8<-- [end:print_missing_helper]
+        # --8<-- [start:print_string_version]
         print(string_version_check())
+        # --8<-- [end:print_string_version]
         # --8<-- [start:print_cpu_backward]
         print(cpu_backward())
         # --8<-- [end:print_cpu_backward]
+        # --8<-- [start:print_eager_warning]
+        uncompiled_call()  # warns on stderr, once per process
+        # --8<-- [end:print_eager_warning]
+        # --8<-- [start:print_masked_rows]
+        print(describe_masked_rows())
+        # --8<-- [end:print_masked_rows]
+        # --8<-- [start:print_autocast]
+        if torch.cuda.is_available():
+            print(autocast_compiled())
+        # --8<-- [end:print_autocast]
+        # --8<-- [start:print_recompiles]
+        if torch.cuda.is_available():
+            print(recompiles())
+        # --8<-- [end:print_recompiles]
+        # --8<-- [start:print_unfused_cost]
+        if torch.cuda.is_available():
+            print(describe_cost(unfused_cost()))
+        # --8<-- [end:print_unfused_cost]
+        # --8<-- [start:print_block_mask_memory]
+        if torch.cuda.is_available():
+            print(block_mask_memory())
+        # --8<-- [end:print_block_mask_memory]
+        # --8<-- [start:print_masked_rows_gpu]
+        if torch.cuda.is_available():
+            print(describe_masked_rows("cuda"))
+        # --8<-- [end:print_masked_rows_gpu]
+        # --8<-- [start:print_odd_lengths]
+        if torch.cuda.is_available():
+            print(odd_lengths())
+        # --8<-- [end:print_odd_lengths]
+        # --8<-- [start:print_large_head_dim]
+        if torch.cuda.is_available():
+            print(large_head_dim())
+        # --8<-- [end:print_large_head_dim]
+        # --8<-- [start:print_mismatches]
+        if torch.cuda.is_available():
+            print(mismatches())
+        # --8<-- [end:print_mismatches]
     return 0
 
 

@@ -242,3 +242,104 @@ def test_cli_check_and_status(records_in_use):
     assert status.returncode == 0 and "cpu-forward-only" in status.stdout
     wrong = python("-m guide claims frobnicate", cwd=ROOT)
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1
+
+
+# Scopes: where a claim holds, no wider than what its tests ran (guide/scope.py).
+
+H100 = {"name": "nvidia-h100", "gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "torch": "2.11.0+cu130"}
+CPU = {"name": "cpu", "gpu": "none (CPU)", "torch": "2.13.0+cpu", "diffusers": "0.42.1"}
+
+
+def scoped(monkeypatch, scope, cpu_ran=None, gpu_ran=None, gpu_outcome="passed"):
+    """claims.scope_problems for one claim with tests A (run on the CPU) and B (on an H100), in
+    fabricated records in which each test ran what `cpu_ran` / `gpu_ran` say (gpu_outcome None: B has no
+    entry in the H100 record)."""
+    A = "tests/test_doctor.py::test_doctor_on_this_machine"
+    B = "tests/test_doctor.py::test_doctor_on_a_gpu"
+    monkeypatch.setattr(claims, "registry", lambda: [{"id": "x", "tests": [A, B], "scope": scope}])
+
+    def test_entry(nodeid, outcome, found):
+        return {**entry(nodeid, outcome), **({"ran": found} if found else {})}
+
+    return claims.scope_problems({
+        "cpu": {"environment": CPU, "tests": {A: test_entry(A, "passed", cpu_ran), B: test_entry(B, "skipped", None)},
+                "outputs": {}},
+        "nvidia-h100": {"environment": H100, "outputs": {},
+                        "tests": {A: test_entry(A, "passed", cpu_ran),
+                                  **({B: test_entry(B, gpu_outcome, gpu_ran)} if gpu_outcome else {})}}})
+
+
+def test_a_scope_no_wider_than_what_its_tests_ran_passes(monkeypatch):
+    ran = {"dtypes": ["bfloat16", "float16"], "head_dims": [64, 128], "lengths": [1, 512, 4096]}
+    scope = {"devices": ["H100"], "torch": ["2.11"], "dtypes": ["bfloat16", "float16"], "head_dims": [64, 128],
+             "lengths": {"from": 1, "to": 4096}}
+    assert scoped(monkeypatch, scope, gpu_ran=ran) == []
+    assert scoped(monkeypatch, {**scope, "dtypes": ["bfloat16"]}, gpu_ran=ran) == [], "narrower is fine"
+
+
+def test_a_scope_wider_than_its_tests_fails_naming_what_was_not_run(monkeypatch):
+    ran = {"dtypes": ["bfloat16"], "head_dims": [64], "lengths": [128, 1024]}
+    base = {"devices": ["H100"], "torch": ["2.11"], "dtypes": ["bfloat16"], "head_dims": [64]}
+    assert scoped(monkeypatch, base, gpu_ran=ran) == []
+    wider = {
+        "dtypes": ["bfloat16", "float16"],      # a dtype no test ran
+        "head_dims": [64, 128],                 # a head dimension no test ran
+        "lengths": {"from": 1, "to": 1024},     # a range whose lower end no test reached
+        "devices": ["H100", "H200"],            # a GPU with no record
+        "torch": ["2.11", "2.13"],              # 2.13 ran only on the CPU, where the claim did not pass
+        "backends": ["flash"],                  # recorded by no test
+    }
+    for key, value in wider.items():
+        problems = scoped(monkeypatch, {**base, key: value}, gpu_ran=ran)
+        assert len(problems) == 1 and problems[0].startswith(f"claim 'x': scope {key} "), (key, problems)
+        assert "Fix: narrow the scope and the sentence" in problems[0]
+    for low, high in ((127, 1024), (128, 1025)):  # one token past either end of what ran (128 to 1024)
+        problems = scoped(monkeypatch, {**base, "lengths": {"from": low, "to": high}}, gpu_ran=ran)
+        assert len(problems) == 1 and "is wider than its tests ran (128 to 1024)" in problems[0], (low, high)
+    assert scoped(monkeypatch, {**base, "lengths": {"from": 128, "to": 1024}}, gpu_ran=ran) == []
+    assert scoped(monkeypatch, base, gpu_ran=ran, gpu_outcome="failed") != [], "a failed run covers nothing"
+    assert scoped(monkeypatch, base, gpu_ran=ran, gpu_outcome=None) != [], "nor one of the claim's tests missing"
+    assert scoped(monkeypatch, base, gpu_ran=None) != [], "a record without what its tests ran covers nothing"
+
+
+def test_a_scope_is_written_with_known_keys_and_values(monkeypatch):
+    from guide import scope
+
+    base = {"devices": ["H100"], "torch": ["2.11"]}
+    assert scope.form_problems("x", base) == []
+    assert scope.form_problems("x", {})[0].startswith("claim 'x' has no scope")
+    for bad, says in ((({"dtype": ["bfloat16"]}), "scope key 'dtype' is not one of"),
+                      ({"dtypes": ["bf16"]}, "scope dtypes 'bf16' is not one of"),
+                      ({"head_dims": ["64"]}, "scope head_dims '64' is not a whole number"),
+                      ({"torch": [2.11]}, "scope torch 2.11 is not a version in quotes"),
+                      ({"dtypes": {"from": 1, "to": 2}}, "scope dtypes is a range")):
+        assert any(says in p for p in scope.form_problems("x", {**base, **bad})), bad
+    assert "names no devices" in scope.form_problems("x", {"torch": ["2.11"]})[0]
+    registry = claims.registry()
+    monkeypatch.setattr(claims, "registry", lambda: [{**c, "scope": {**c["scope"], "dtypes": ["bf16"]}}
+                                                     if c["id"] == "tf32" else c for c in registry])
+    assert "claim 'tf32': scope dtypes 'bf16' is not one of float64, float32, bfloat16, float16" in claims.check()
+    assert scoped(monkeypatch, {}, gpu_ran={"dtypes": ["bfloat16"]}) == [], "named by check(), not twice"
+
+
+def test_what_a_test_ran_is_recorded_beside_its_outcome(tmp_path):
+    """The `ran` fixture's values reach the record, normalised (torch.bfloat16 -> 'bfloat16'), and an
+    unknown key stops the test."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_x.py").write_text(
+        "import torch\n"
+        "def test_one(ran):\n    ran(dtypes=[torch.bfloat16, torch.float16], head_dims=64)\n    ran(head_dims=128)\n"
+        "def test_bad(ran):\n    ran(dtype=torch.bfloat16)\n", encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(
+        "import json, pytest\n"
+        "@pytest.hookimpl(trylast=True)\n"
+        "def pytest_sessionfinish(session):\n"
+        "    rec = session.config.pluginmanager.get_plugin('guide-recorder')\n"
+        "    print('RAN=' + json.dumps({k.split('::')[1]: v for k, v in rec.seen.items()}))\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "guide.pytest_plugin",
+                             "-p", "no:cacheprovider", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+    seen = json.loads(result.stdout.split("RAN=", 1)[1].splitlines()[0])
+    assert seen["test_one"] == {"dtypes": ["bfloat16", "float16"], "head_dims": [64, 128]}
+    assert "test_bad" not in seen and "ran() takes" in result.stdout

@@ -245,3 +245,173 @@ def test_doctor_also_runs_as_its_own_module():
     result = python("-m snippets.doctor --json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["usable"] is True
+
+
+# PyTorch's names by release, read from each release's source (claims/torch_api.yaml): the oracle for
+# what doctor meets on an older PyTorch.
+TORCH_API = "claims/torch_api.yaml"
+# The torch name each check reads that not every release since 2.5 has.
+NEWER_NAMES = {
+    "compile_cache": "torch._inductor.runtime.cache_dir_utils.cache_dir",
+    "recompile_limit": "torch._dynamo.config.recompile_limit",
+    "shared_memory": "torch._C._CudaDeviceProperties.shared_memory_per_block_optin",
+}
+
+
+def torch_api() -> dict:
+    import yaml
+
+    from tests.helpers import ROOT
+
+    return yaml.safe_load((ROOT / TORCH_API).read_text())["names"]
+
+
+def first_release(name) -> str:
+    return min((v for v, names in torch_api().items() if name in names), key=lambda v: tuple(map(int, v.split("."))))
+
+
+class Without:
+    """A config module less some of its names, which monkeypatch cannot delete; the names it keeps read
+    as the real module reads them (cache_size_limit, an alias of recompile_limit since 2.7, looks
+    that up in sys.modules)."""
+
+    def __init__(self, real, absent):
+        self._real, self._absent = real, absent
+
+    def __getattr__(self, name):
+        import sys
+        from unittest import mock
+
+        if name in self._absent:
+            raise AttributeError(f"module {self._real.__name__!r} has no attribute {name!r}")
+        with mock.patch.dict(sys.modules, {self._real.__name__: self._real}):
+            return getattr(self._real, name)
+
+
+def as_release(monkeypatch, version):
+    """The installed torch, made into `version`: its __version__, and without the guide's names that
+    claims/torch_api.yaml says `version` lacks (modules, attributes and config fields; an instance's
+    attribute, such as a device property, has no object here to remove it from)."""
+    import importlib
+    import sys
+    import types
+
+    import torch
+    from torch.torch_version import TorchVersion
+
+    api = torch_api()
+    monkeypatch.setattr(torch, "__version__", TorchVersion(f"{version}.0"))
+    removed = []
+    for name in sorted(set().union(*api.values()) - set(api[version])):  # a module before its names
+        if any(name.startswith(r + ".") for r in removed):
+            continue
+        parent_name, _, last = name.rpartition(".")
+        try:
+            parent = importlib.import_module(parent_name)
+        except ImportError:
+            parent = None
+        if parent is None or not hasattr(parent, last):
+            continue
+        if name in sys.modules:
+            monkeypatch.setitem(sys.modules, name, None)
+        if type(parent) is types.ModuleType:
+            monkeypatch.delattr(parent, last)
+        else:  # torch._dynamo.config
+            grandparent, _, attr = parent_name.rpartition(".")
+            fake = Without(parent, {last})
+            monkeypatch.setitem(sys.modules, parent_name, fake)
+            monkeypatch.setattr(importlib.import_module(grandparent), attr, fake)
+        removed.append(name)
+    return removed
+
+
+@pytest.fixture(scope="module")
+def report_here():
+    from snippets import doctor
+
+    return {r["check"]: r for r in doctor.diagnose()}
+
+
+@pytest.mark.parametrize("version", ["2.5", "2.6", "2.7"])
+def test_doctor_on_an_older_pytorch_warns_once_per_missing_name(monkeypatch, capsys, report_here, ran, version):
+    from snippets import doctor
+
+    removed = as_release(monkeypatch, version)
+    ran(torch_api=version)
+    code = doctor.main([])
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in out + err and not err, out + err
+    lines = {line.split()[1]: line for line in out.splitlines()}
+    assert list(lines) == list(report_here), out  # every check reported, once, in order
+    missing = {check: name for check, name in NEWER_NAMES.items() if name not in torch_api()[version]}
+    if version == "2.7":
+        assert not missing  # 2.7 has every name doctor reads
+    for check, name in missing.items():
+        if check == "shared_memory":  # read only on a GPU: test_shared_memory_on_an_older_pytorch
+            continue
+        assert name in removed or any(name.startswith(r + ".") for r in removed)
+        assert lines[check].startswith(f"warn  {check:17} torch {version}.0 has no {name} "
+                                       f"(from {first_release(name)}"), lines[check]
+        assert lines[check].count("\n") == 0 and "Error" not in lines[check]
+    if "recompile_limit" in missing:  # and what this release has instead, read from it
+        import torch._dynamo  # the value this process has (8 by default; other tests may have raised it)
+
+        assert f"; here: cache_size_limit {torch._dynamo.config.cache_size_limit})" in lines["recompile_limit"]
+    for check, line in lines.items():
+        if check not in missing and check != "torch":
+            here = report_here[check]
+            assert line.split()[0] == here["status"] and here["message"] in line, line
+    assert lines["torch"].startswith(f"ok    torch             torch {version}.0")
+
+
+@pytest.mark.parametrize("version", ["2.5", "2.6", "2.7"])
+def test_shared_memory_on_an_older_pytorch(monkeypatch, ran, version):
+    import types
+
+    import torch
+
+    from snippets import doctor
+
+    name = NEWER_NAMES["shared_memory"]
+    props = types.SimpleNamespace(**({name.rpartition(".")[2]: 227 * 1024} if name in torch_api()[version] else {}))
+    as_release(monkeypatch, version)
+    ran(torch_api=version)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
+    monkeypatch.setattr(doctor, "CHECKS", {"torch": doctor.check_torch, "shared_memory": doctor.check_shared_memory})
+    result = doctor.diagnose()[1]
+    if version == "2.7":
+        assert (result["status"], result["message"]) == ("ok", "227 KiB of shared memory per block")
+    else:
+        assert result["status"] == "warn", result
+        assert result["message"] == f"torch {version}.0 has no {name} (from {first_release(name)})"
+        assert result["fix"] == doctor.fix_text("torch_newer", "en")
+
+
+def test_the_installed_pytorch_has_every_name_of_its_release_or_older():
+    """The data file against the one release here: every name it lists for this release or an older
+    one resolves in the installed torch (a device property only on a CUDA build)."""
+    import functools
+    import importlib
+
+    import torch
+    from torch.torch_version import TorchVersion
+
+    api = torch_api()
+    here = max((v for v in api if TorchVersion(torch.__version__) >= v), key=lambda v: tuple(map(int, v.split("."))))
+    for name in api[here]:
+        if name.startswith("torch._C._CudaDeviceProperties") and not torch.cuda.is_available():
+            continue
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                module = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        if name.endswith("BlockMask.seq_lengths"):  # a field of each instance
+            from torch.nn.attention.flex_attention import BlockMask
+
+            assert "seq_lengths" in BlockMask.__init__.__code__.co_varnames
+            continue
+        functools.reduce(getattr, parts[i:], module)  # AttributeError where the installed torch lacks it

@@ -41,7 +41,7 @@ def test_the_run_line_without_a_gpu_says_so_in_one_line():
         "error: no CUDA GPU. Fix: run it on a machine with an NVIDIA GPU\n"
 
 
-def test_flash_attn_4_serves_these_gpus_with_these_limits():
+def test_flash_attn_4_serves_these_gpus_with_these_limits(ran):
     """What the page says of GPUs other than the ones measured, read from flash-attn-4's source."""
     interface = flash_attn_4_source()
     assert 'assert arch // 10 in [8, 9, 10, 11, 12], "Unsupported compute capability' in interface
@@ -52,6 +52,7 @@ def test_flash_attn_4_serves_these_gpus_with_these_limits():
     assert 'assert not use_block_sparsity, "Block sparsity not supported on SM 12.0"' in interface
     # head dimensions on Hopper: 8 to 256
     assert "is_sm90_range = 8 <= head_dim <= 256 and 8 <= head_dim_v <= 256" in interface
+    ran(flash_attn_4=FLASH_ATTN_4[1], inputs="released source")
 
 
 def test_pytorch_returns_the_flash_log_sum_exp_in_natural_log_since_the_fix():
@@ -63,7 +64,11 @@ def test_pytorch_returns_the_flash_log_sum_exp_in_natural_log_since_the_fix():
     if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 13):
         pytest.skip(f"torch {torch.__version__}: the fix is checked on 2.13 or later")
     source = inspect.getsource(module.flex_attention)
-    assert "stats_are_log2" in source and "if stats_are_log2:" in source
+    assert "if stats_are_log2:" in source and "lse_scaled * ln2" in source.split("if stats_are_log2:")[1][:200]
+    # the compiled path (torch.compile(flex_attention)) says base 2 for every backend but FLASH
+    compiled_path = source.split("if torch.compiler.is_dynamo_compiling():", 1)[1].split("_warn_once(", 1)[0]
+    assert re.search(r'stats_are_log2\s*=\s*kernel_options\[\s*"BACKEND"\s*\]\s*!=\s*"FLASH"\s*,', compiled_path), \
+        compiled_path
 
 
 def test_unexpected_arguments_are_one_line():
@@ -93,34 +98,52 @@ def test_installed_means_flash_attn_4s_cute_kernels_not_flash_attention_2(tmp_pa
     assert flash.installed() is True, "flash-attn-4's flash_attn.cute"
 
 
+def ran_on_gpu(ran, passes=("forward", "backward"), **found):
+    """Record what a GPU test of this page ran: snippets.flash's inputs (bfloat16, 2 sequences of 2048 tokens
+    unless said otherwise), compiled, with this machine's flash-attn-4."""
+    import importlib.metadata
+
+    ran(**{"dtypes": "bfloat16", "lengths": 2048, "batch": 2, **found}, passes=list(passes), modes="compiled",
+        flash_attn_4=importlib.metadata.version("flash-attn-4"))
+
+
 @pytest.mark.gpu
-def test_flash_runs_flash_attention_4_kernels_and_auto_runs_triton(observe):
+def test_flash_runs_flash_attention_4_kernels_and_auto_runs_triton(observe, ran):
     """The oracle is the profiler: the names of the kernels the GPU ran."""
     from snippets import flash
 
-    ran = {backend: flash.attention_kernels({"BACKEND": backend}) for backend in ("FLASH", "AUTO")}
-    ran["no kernel_options"] = flash.attention_kernels(None)
-    assert any("FlashAttentionForward" in n for n in ran["FLASH"])
-    assert any("FlashAttentionBackward" in n for n in ran["FLASH"])
-    assert not any("triton" in n for n in ran["FLASH"])
+    kernels = {backend: flash.attention_kernels({"BACKEND": backend}) for backend in ("FLASH", "AUTO")}
+    kernels["no kernel_options"] = flash.attention_kernels(None)
+    assert any("FlashAttentionForward" in n for n in kernels["FLASH"])
+    assert any("FlashAttentionBackward" in n for n in kernels["FLASH"])
+    assert not any("triton" in n for n in kernels["FLASH"])
     for default in ("AUTO", "no kernel_options"):
-        assert ran[default] and all(n.startswith("triton") for n in ran[default]), (default, ran[default])
-        assert any("flex_attention_backward" in n for n in ran[default])
+        assert kernels[default] and all(n.startswith("triton") for n in kernels[default]), (default, kernels[default])
+        assert any("flex_attention_backward" in n for n in kernels[default])
     import importlib.metadata
 
     import torch
 
     observe("flash.kernels", f"torch {torch.__version__}, flash-attn-4 {importlib.metadata.version('flash-attn-4')}\n"
-            + "\n".join(f"{backend}: {', '.join(n[:60] for n in names)}" for backend, names in ran.items()))
+            + "\n".join(f"{backend}: {', '.join(n[:60] for n in names)}" for backend, names in kernels.items()))
+    ran_on_gpu(ran, head_dims=128, heads=8, backends=["flash", "triton"], inputs="causal mask")
 
 
 @pytest.mark.gpu
-def test_flash_is_as_accurate_as_triton_forward_and_backward(observe):
+def test_flash_is_as_accurate_as_triton_forward_and_backward(observe, ran):
     import torch
+    from torch.profiler import ProfilerActivity, profile
 
     from snippets import flash
 
-    rows = {backend: flash.accuracy({"BACKEND": backend}) for backend in ("FLASH", "TRITON")}
+    # The profiler shows which kernels the FLASH row really ran: FlashAttention-4's, forward and backward
+    with profile(activities=[ProfilerActivity.CUDA]) as trace:
+        rows = {"FLASH": flash.accuracy({"BACKEND": "FLASH"})}
+        torch.cuda.synchronize()
+    names = {event.name for event in trace.events() if event.device_type.name == "CUDA"}
+    assert any("FlashAttentionForward" in n for n in names), sorted(names)
+    assert any("FlashAttentionBackward" in n for n in names), sorted(names)
+    rows["TRITON"] = flash.accuracy({"BACKEND": "TRITON"})
     sdpa = flash.sdpa_accuracy()["causal"]
     for case, flash_errors in rows["FLASH"].items():
         for name, mine, triton in zip(("output", "dq", "dk", "dv"), flash_errors, rows["TRITON"][case]):
@@ -138,6 +161,8 @@ def test_flash_is_as_accurate_as_triton_forward_and_backward(observe):
     lines.append(f"{'causal':34} {'SDPA':7} " + " ".join(f"{e:8.1e}" for e in sdpa))
     observe("flash.accuracy", f"bfloat16, relative error vs float64 ({torch.cuda.get_device_name()})\n"
                               + "\n".join(lines))
+    ran_on_gpu(ran, head_dims=[128, 64], heads=[8, 32], backends=["flash", "triton"],
+               inputs=["causal mask", "soft-cap score_mod", "GQA 32:8"])
 
 
 # What FLASH refuses, and the start of the error it raises.
@@ -155,7 +180,7 @@ TRITON_RUNS = {"float32", "score_mod reads a tensor that requires grad", "dynami
 
 
 @pytest.mark.gpu
-def test_flash_refuses_these_inputs_with_an_error_and_triton_runs_most(observe):
+def test_flash_refuses_these_inputs_with_an_error_and_triton_runs_most(observe, ran):
     from snippets import flash
 
     refused, triton = flash.tries("FLASH"), flash.tries("TRITON")
@@ -166,10 +191,13 @@ def test_flash_refuses_these_inputs_with_an_error_and_triton_runs_most(observe):
         assert triton[case] == "ok", (case, triton[case])
     observe("flash.limits", "\n".join(f"{case}\n  FLASH:  {refused[case][:150]}\n  TRITON: {triton[case][:150]}"
                                       for case in REFUSED))
+    ran_on_gpu(ran, dtypes=["bfloat16", "float32"], head_dims=[128, 256], heads=8, backends=["flash", "triton"],
+               inputs=["causal mask", "BLOCK_SIZE 64", "learned bias score_mod", "int a mask_mod closes over",
+                       "deterministic algorithms with a BlockMask"])
 
 
 @pytest.mark.gpu
-def test_flash_log_sum_exp_against_float64(observe):
+def test_flash_log_sum_exp_against_float64(observe, ran):
     """The oracle: logsumexp of the scores in float64; the fixed PyTorch is told apart by its source."""
     import torch
     from torch.nn.attention import flex_attention as module
@@ -185,3 +213,5 @@ def test_flash_log_sum_exp_against_float64(observe):
     observe("flash.lse", f"torch {torch.__version__}: returned log-sum-exp / true = {result['scale']:.4f} "
                          f"(log 2 = {math.log(2):.4f})\nrelative error vs float64: as returned "
                          f"{result['returned']:.1e}, corrected {result['corrected']:.1e}")
+    ran_on_gpu(ran, passes=["forward"], head_dims=128, batch=[1, 2], heads=[1, 8], backends="flash",
+               inputs=["causal mask", "return_aux lse"])

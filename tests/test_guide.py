@@ -272,3 +272,33 @@ def test_the_part_of_a_test_that_runs_alone_waits_for_the_running_tests_and_hold
     assert events[3:] == ["first out", "second out", "whole alone", "whole alone done", "later in",
                           "later out", "whole out"] or events[3:] == [
         "first out", "second out", "whole alone", "whole alone done", "whole out", "later in", "later out"]
+
+
+def test_mutation_skips_exactly_the_lines_of_gpu_only_functions():
+    from guide import mutate
+
+    source = "import torch\n\n\ndef on_cpu():\n    return 1\n\n\n@decorated\ndef on_gpu():\n    return 2\n\n\ndef tail():\n    pass\n"
+    assert mutate.kept_lines(source, ["on_gpu"]) == ["1-7", "11-14"]
+    assert mutate.kept_lines(source, []) == ["1-14"]
+    with pytest.raises(SystemExit, match="gpu-only names gone, which the module does not define"):
+        mutate.kept_lines(source, ["gone"])
+
+
+def test_every_module_make_mutate_runs_has_a_config_whose_gpu_only_functions_exist(tmp_path):
+    """make mutate's modules (MUTATE in the Makefile) each have mutation/<module>.toml that mutates
+    snippets/<module>.py with tests/test_<module>.py, and every function its gpu-only list names exists."""
+    import re
+    import tomllib
+
+    from guide import mutate
+
+    modules = re.search(r"^MUTATE \?= (.*)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)[1].split()
+    assert {"decoding", "paged", "accuracy", "quickstart", "flash", "masks", "dispatch"} <= set(modules)
+    for module in modules:
+        config = ROOT / "mutation" / f"{module}.toml"
+        settings = tomllib.loads(config.read_text(encoding="utf-8"))
+        assert settings["cosmic-ray"]["module-path"] == f"snippets/{module}.py", module
+        assert settings["cosmic-ray"]["test-command"].endswith(f"tests/test_{module}.py"), module
+        assert "line-filter" not in settings["cosmic-ray"].get("filters", {}), f"{module}: use [guide] gpu-only"
+        source = (ROOT / "snippets" / f"{module}.py").read_text(encoding="utf-8")
+        mutate.kept_lines(source, settings.get("guide", {}).get("gpu-only", []))

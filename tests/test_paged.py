@@ -1,18 +1,46 @@
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention
+
 from snippets import paged
 from tests.helpers import python
 
+LENGTHS = (101, 301, 41)  # the lengths of paged.check
 
-def test_paged_cache_matches_sdpa_for_each_sequence(observe):
+
+def test_paged_cache_matches_sdpa_for_each_sequence(observe, ran):
     r = paged.check()
+    assert r["lengths"] == LENGTHS
     assert r["error"] < 1e-12
     assert r["slots"] < r["static"] / 2  # only the pages the lengths need
+    ran(dtypes=torch.float64, head_dims=16, lengths=list(LENGTHS), batch=len(LENGTHS), heads=8, modes="eager",
+        passes="forward", inputs=["paged KV cache", "GQA 8:2", "page size 128"])
     observe("paged.check", paged.describe(r))
+
+
+def test_paged_cache_compiled_visits_the_pages_the_block_mask_lists(monkeypatch, ran):
+    """Eager, flex_attention applies the converted mask_mod to every slot of the pool and never reads the
+    physical BlockMask's table of blocks; compiled, the kernel visits only the pages that table lists.
+    Against float64 SDPA over each sequence's own keys and values, with no mask; pages of 128 and 64 tokens
+    (the logical BlockMask's block size is the page size)."""
+    monkeypatch.setattr(paged, "flex_attention", torch.compile(flex_attention))
+    for page_size in (128, 64):
+        torch.manual_seed(0)
+        q = torch.randn(len(LENGTHS), 8, 1, 16)  # float32: the CPU does not compile flex_attention in float64
+        keys = [torch.randn(1, 2, n, 16) for n in LENGTHS]
+        values = [torch.randn_like(k) for k in keys]
+        out, n_pages = paged.paged_attention(q, keys, values, page_size)
+        assert n_pages == sum(-(-n // page_size) for n in LENGTHS)
+        for b, (k, v) in enumerate(zip(keys, values)):
+            want = F.scaled_dot_product_attention(q[b:b + 1].double(), k.double(), v.double(), enable_gqa=True)
+            assert (out[b:b + 1].double() - want).abs().max() < 1e-5, (page_size, LENGTHS[b])
+    ran(dtypes=torch.float32, head_dims=16, lengths=list(LENGTHS), batch=len(LENGTHS), heads=8, modes="compiled",
+        passes="forward", inputs=["paged KV cache", "GQA 8:2", "page size 128", "page size 64"])
 
 
 def test_pages_are_not_laid_out_in_order():
     # The check above would pass by accident if each sequence's pages sat in order at the start
     # of the pool; the page table maps them elsewhere.
-    import torch
     from torch.nn.attention.experimental._paged_attention import PagedAttention
 
     table = PagedAttention(5, 128, max_batch_size=2, device="cpu")

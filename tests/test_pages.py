@@ -1,16 +1,20 @@
 """A page is a program: each page's Python blocks, in page order and as the built page shows them,
-run as one script (CPU pages here, GPU pages in the GPU tier); each page downloads as a notebook
+run as one script (CPU pages here, GPU pages in the GPU tier), and every output the page shows is
+printed by that script or by a shell command the page shows; each page downloads as a notebook
 and a script in its language, whose code cells are the page's code blocks, and which run."""
 import html.parser
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
-from guide import i18n, pages
+from guide import i18n, pages, records
 from guide.project import GuideError
-from tests.helpers import ROOT, url_of
+from tests.helpers import ROOT, sh, url_of
 
 LANGS = ("en", "zh", "pt", "hi")
 PROGRAMS = pages.programs()
@@ -72,6 +76,74 @@ def run_script(code, cwd, timeout=900):
                           text=True, timeout=timeout)
 
 
+# What a page shows was printed by the page (DESIGN principle 6). A recorded output is reproduced when
+# each of its non-empty lines, masked, is part of one masked line of what the page's program and its
+# shell commands printed (stdout and stderr: warnings and errors are printed there). Masked, in both,
+# is only what differs from run to run and machine to machine: hexadecimal addresses; paths under the
+# temporary folder or a home folder (/tmp, /root, /home/<user>: where caches live, named after the user);
+# numbers standing alone (ints, decimals, scientific notation, versions, dates and times, a sign), not
+# those inside a word (float32, sm_90); runs of spaces (table columns widen with their numbers). A line
+# that differs in a word is not reproduced.
+MASKS = ((re.compile(r"0x[0-9a-fA-F]+"), "<hex>"),
+         (re.compile(r"(?:/tmp|/var/tmp|/root|/home/[^/\s]+|/Users/[^/\s]+)(?:/[^\s'\"(),:]*)*"), "<path>"),
+         (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)*(?:[eE][-+]?\d+)?"), "<n>"),
+         (re.compile(r"\s+"), " "))
+
+
+def masked(line: str) -> str:
+    for pattern, mask in ((re.compile(re.escape(tempfile.gettempdir()) + r"(?:/[^\s'\"(),:]*)*"), "<path>"),
+                          (re.compile(re.escape(os.path.expanduser("~")) + r"(?:/[^\s'\"(),:]*)*"), "<path>"),
+                          *MASKS):
+        line = pattern.sub(mask, line)
+    return line.strip()
+
+
+def recorded(output_id, gpu):
+    """The output as recorded: from the CPU record, or for a GPU output from this machine's record
+    (None where this machine has none: a GPU output on a CPU machine)."""
+    output = records.load(records.gpu_name() if gpu else "cpu")["outputs"].get(output_id)
+    assert output or gpu, f"no recorded output {output_id!r} in records/cpu.json (make record)"
+    return output and output["text"]
+
+
+def unreproduced(page, printed, shown=None) -> list:
+    """(output id, line) for each line of an output the page shows that `printed` does not contain;
+    shown: {output id: recorded text}, by default the page's outputs as recorded."""
+    if shown is None:
+        shown = {oid: recorded(oid, gpu) for oid, gpu in pages.observed(page)}
+    lines = [masked(line) for line in printed.splitlines()]
+    return [(oid, line) for oid, text in shown.items() if text for line in text.splitlines()
+            if line.strip() and not any(masked(line) in p for p in lines)]
+
+
+def assert_reproduced(page, printed, shown=None):
+    missing = unreproduced(page, printed, shown)
+    assert not missing, f"docs/en/{page} shows outputs that its program and shell commands do not print:\n" + \
+        "\n".join(f"  {oid}: {line!r}" for oid, line in missing)
+
+
+# The files a page tells the reader to save, for its shell commands to read: name -> the file shown
+# (None: a named pipe, which the page's shell block makes with mkfifo).
+SAVED = {"backend_config.md": {**{f"config.{s}": f"snippets/configs/flex.{s}" for s in ("json", "toml", "env")},
+                               **{name: f"snippets/configs/{name}" for name in (
+                                   "misspelt_mechanism.json", "misspelt_key.toml", "trailing_comma.json",
+                                   "unquoted_value.toml", "nested.json")},
+                               "fifo.json": None}}
+
+
+def run_shown_commands(page, cwd) -> str:
+    """What the page's `python -m snippets...` commands print, each run as a reader runs it in a shell:
+    in the reader's folder (where the program ran and where the files the page shows are saved), with
+    the test's Python first on PATH and the checkout importable (as from the checkout root)."""
+    for name, source in SAVED.get(page, {}).items():
+        os.mkfifo(cwd / name) if source is None else shutil.copy(ROOT / source, cwd / name)
+    printed = []
+    for command in pages.commands(page):
+        result = sh(command, cwd=cwd, timeout=600)
+        printed += [result.stdout, result.stderr]
+    return "\n".join(printed)
+
+
 def test_pages_with_python_code_are_found():
     assert {"index.md", "accuracy.md", "masks.md", "decoding.md"} <= set(PROGRAMS)
     assert "claims.md" not in PROGRAMS  # no code of its own
@@ -89,6 +161,7 @@ def test_page_code_is_what_the_built_page_shows(site, page, lang):
 def test_cpu_page_runs_as_one_script(page, tmp_path):
     result = run_script(pages.script(page), tmp_path)
     assert result.returncode == 0, f"docs/en/{page} as one script fails:\n{result.stderr[-3000:]}"
+    assert_reproduced(page, "\n".join([result.stdout, result.stderr, run_shown_commands(page, tmp_path)]))
 
 
 @pytest.mark.gpu
@@ -99,12 +172,75 @@ def test_gpu_page_runs_as_one_script(page, tmp_path):
     result = run_script(pages.script(page), tmp_path)
     assert result.returncode == 0, f"docs/en/{page} as one script fails:\n{result.stderr[-3000:]}"
     assert torch.cuda.is_available()
+    assert_reproduced(page, "\n".join([result.stdout, result.stderr, run_shown_commands(page, tmp_path)]))
+
+
+# The CPU pages that show outputs only a GPU run records: their programs print those outputs where a CUDA
+# GPU is there (`if torch.cuda.is_available():` sections), as the GPU tests observe them.
+CPU_PAGES_WITH_GPU_OUTPUTS = [p for p in CPU_PAGES if any(gpu for _, gpu in pages.observed(p))]
+
+
+@pytest.mark.gpu
+@pytest.mark.cached  # the page's program compiles the kernels the page's GPU tests compile
+@pytest.mark.parametrize("page", CPU_PAGES_WITH_GPU_OUTPUTS)
+def test_cpu_page_prints_its_gpu_outputs_on_a_gpu(page, tmp_path, alone):
+    """On the GPU machine, the CPU page's program (and its shell commands) print every GPU output the
+    page shows, as this machine's record has it. The troubleshooting page measures memory and time, and
+    exhausts the GPU's memory on purpose: its program runs when no other test does."""
+    import contextlib
+
+    import torch
+
+    assert torch.cuda.is_available()
+    with alone() if page == "troubleshooting.md" else contextlib.nullcontext():
+        result = run_script(pages.script(page), tmp_path)
+    assert result.returncode == 0, f"docs/en/{page} as one script fails on the GPU:\n{result.stderr[-3000:]}"
+    shown = {oid: recorded(oid, True) for oid, gpu in pages.observed(page) if gpu}  # None: not recorded yet
+    assert any(shown.values()), f"none of docs/en/{page}'s GPU outputs is in records/{records.gpu_name()}.json"
+    assert_reproduced(page, "\n".join([result.stdout, result.stderr, run_shown_commands(page, tmp_path)]), shown)
 
 
 def test_a_page_that_is_not_a_program_fails(tmp_path):
     code = pages.script("kernels.md").replace("print(missing_helper())", "print(missing_helpr())")
     result = run_script(code, tmp_path)
     assert result.returncode == 1 and "NameError: name 'missing_helpr' is not defined" in result.stderr
+
+
+SHOWN = {"masks.picture_causal": "48.4% of the blocks skipped at 4096 tokens\n█···\n██··",
+         "kernels.where": "inductor  /tmp/torchinductor_root\ntriton    /tmp/torchinductor_root/triton/0",
+         "paged.check": "largest difference from SDPA: 3.3e-16 at 0x7f3a2c"}
+
+
+def test_what_varies_from_run_to_run_is_masked_and_nothing_else():
+    printed = ("causal: 45.1% of the blocks skipped at 8192 tokens\n█···\n██··\n"
+               f"inductor    {tempfile.gettempdir()}/torchinductor_reader\n"
+               f"triton {os.path.expanduser('~')}/.cache/triton/0\nlargest difference from SDPA: -1.25e-15 at 0xdeadbeef")
+    assert unreproduced("any.md", printed, SHOWN) == []
+
+
+@pytest.mark.parametrize("change, output_id, line", [
+    ("█···\n", "masks.picture_causal", "█···"),                              # a line not printed
+    ("blocks skipped", "masks.picture_causal", "48.4% of the blocks skipped at 4096 tokens"),  # a word differs
+    ("inductor", "kernels.where", "inductor  /tmp/torchinductor_root"),
+    ("SDPA", "paged.check", "largest difference from SDPA: 3.3e-16 at 0x7f3a2c")])
+def test_an_output_the_page_shows_and_does_not_print_fails_with_its_id_and_line(change, output_id, line):
+    printed = "\n".join(SHOWN.values()).replace(change, "mutated\n" if change.endswith("\n") else "mutated")
+    with pytest.raises(AssertionError) as failure:
+        assert_reproduced("masks.md", printed, SHOWN)
+    message = str(failure.value)
+    assert message.startswith("docs/en/masks.md shows outputs that its program and shell commands do not print:")
+    assert [m.strip() for m in message.splitlines() if m.strip().startswith(tuple(SHOWN))] == [f"{output_id}: {line!r}"]
+
+
+def test_a_page_whose_program_stops_printing_an_output_fails(tmp_path):
+    """The page's real program and record: without its print, kernels.md's first output is missing."""
+    code = pages.script("kernels.md").replace("print(missing_helper())", "missing_helper()")
+    result = run_script(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = {oid: recorded(oid, gpu) for oid, gpu in pages.observed("kernels.md")}
+    assert shown["troubleshooting.missing_helper"] and shown["kernels.where"]
+    missing = unreproduced("kernels.md", result.stdout + result.stderr + run_shown_commands("kernels.md", tmp_path))
+    assert missing == [("troubleshooting.missing_helper", shown["troubleshooting.missing_helper"])]
 
 
 def test_a_page_runs_with_the_machines_compile_settings_and_nothing_else_of_its_environment(tmp_path, monkeypatch):

@@ -225,3 +225,32 @@ def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
                 if "accuracy.tf32" in r["outputs"])
     claims = html_of(site, "pt", "claims.md").replace("&#39;", "'")
     assert all(line in claims for line in tf32.splitlines()), "the claims page shows the output as printed"
+
+def test_every_badge_and_the_claims_page_show_where_the_claim_holds(site):
+    """Each claim's badge is followed by its scope in the page's language, and the claims page gives the scope
+    of every claim; the words come from words/<lang>.yaml, numbers in the reader's locale."""
+    import re
+
+    from guide import claims
+
+    registry = {c["id"]: c for c in claims.registry()}
+    expected = {"en": ("head dim 64", "1,024 tokens", "PyTorch 2.11"),
+                "pt": ("dimensão de head 64", "1.024 tokens", "PyTorch 2.11"),
+                "zh": ("头维度 64", "1,024 个 token", "PyTorch 2.11"),
+                "hi": ("हेड डायमेंशन 64", "टोकन", "PyTorch 2.11")}
+    assert registry["accuracy-dtypes"]["scope"]["head_dims"] == [64]
+    assert registry["accuracy-dtypes"]["scope"]["lengths"] == [1024]
+    for lang in LANGS:
+        page = html_of(site, lang, "accuracy.md")
+        badges = len(re.findall(r'class="claim-badge', page))
+        scopes = re.findall(r'<span class="claim-scope">([^<]*)</span>', page)
+        assert badges and len(scopes) == badges, (lang, badges, len(scopes))
+        assert any(all(word in s for word in expected[lang]) for s in scopes), (lang, scopes)
+        listing = html_of(site, lang, "claims.md")
+        assert listing.count(f"{site_words(lang)}:") >= len([c for c in registry.values() if c.get("page")]), lang
+
+
+def site_words(lang):
+    from guide import i18n
+
+    return i18n.words(lang)["claims"]["scope"]

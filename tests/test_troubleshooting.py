@@ -67,35 +67,42 @@ def test_plain_strings_misorder_from_2_10_to_2_49_and_torch_version_does_not(ver
 def test_program_prints_the_three_errors_a_cpu_gives():
     from tests.helpers import python
 
+    if ts.torch.cuda.is_available():
+        pytest.skip("with a GPU it also prints the GPU outputs: tests/test_pages.py::test_cpu_page_prints_its_gpu_outputs_on_a_gpu")
     result = python("-m snippets.troubleshooting")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "\n".join([ts.missing_helper(), ts.string_version_check(), ts.cpu_backward()]) + "\n"
+    assert result.stdout == "\n".join([ts.missing_helper(), ts.string_version_check(), ts.cpu_backward(),
+                                       ts.describe_masked_rows()]) + "\n"
 
 
 # The symptoms of the troubleshooting page, each reproduced and fixed.
 
 @pytest.mark.gpu
-def test_changing_lengths_recompile_to_the_limit_a_float_breaks_and_a_tensor_compiles_once(observe):
+def test_changing_lengths_recompile_to_the_limit_a_float_breaks_and_a_tensor_compiles_once(observe, ran):
 
-    text = observe("troubleshooting.recompiles", ts.recompiles())
+    text = observe("troubleshooting.recompiles", ts.at_default_limit(ts.recompiles)())  # the page's own call, at the default limit
     graphs = {name: int(n) for name, n in re.findall(r"^(.*?): (\d+) graphs$", text, re.M)}
     from snippets.decoding import RECOMPILE_LIMIT as limit  # PyTorch's default, checked in a fresh process by test_decoding
-    assert graphs["10 lengths, dynamic=False"] >= limit
+    assert limit == 8
+    assert graphs["10 lengths, dynamic=False"] == limit  # then the unfused path: 10 graphs would be wrong
     assert graphs["Python int in score_mod, 10 steps"] == 2  # the second compile makes the int dynamic
     assert graphs["tensor in score_mod, 10 steps"] == 1
     assert graphs["10 lengths, default dynamic"] <= 2
     assert "Python float in score_mod: InductorError: LoweringException: RuntimeError: unbacked_bindings" in text
+    ran(dtypes="bfloat16", head_dims=64, heads=4, batch=1, lengths=[512, 1024, 1664], modes="compiled",
+        passes="forward", inputs=["closure int", "closure float"])
 
 
 @pytest.mark.gpu
 def test_past_the_recompile_limit_and_uncompiled_flex_attention_materialise_the_scores(observe, alone):
-    found = ts.unfused_cost(measuring=alone)  # peaks of 13 GiB, and times: with no other test running
+    found = ts.at_default_limit(ts.unfused_cost)(measuring=alone)  # peaks of 13 GiB, and times: with no other test running
     observe("troubleshooting.unfused_cost", ts.describe_cost(found))
     scores = 16 * 8192 * 8192 * 2  # one bfloat16 score per query, key and head: what a fused kernel never stores
-    (compiled, _), (uncompiled, _), (past, _) = found["compiled"], found["uncompiled"], found["past the limit"]
+    (compiled, _), (uncompiled, uncompiled_ms), (past, past_ms) = found["compiled"], found["uncompiled"], found["past the limit"]
     assert uncompiled >= scores and past >= scores
     assert compiled < scores / 100
-    assert abs(past - uncompiled) < 0.1 * uncompiled  # past the limit is the uncompiled path
+    assert abs(past - uncompiled) < 0.1 * uncompiled  # past the limit is the uncompiled path: as much memory...
+    assert 0.9 < past_ms / uncompiled_ms < 1.1  # ...and as slow (medians of the same unfused path)
 
 
 @pytest.mark.gpu
@@ -147,7 +154,7 @@ def test_head_dim_512_runs_out_of_shared_memory_and_smaller_blocks_fix_it(observ
 
 
 @pytest.mark.gpu
-def test_device_and_length_mismatches_name_the_problem_and_dtypes_mix_silently(observe):
+def test_device_and_length_mismatches_name_the_problem_and_mixed_dtypes_stop_only_the_backward_pass(observe, ran):
     import torch
     from torch.nn.attention.flex_attention import flex_attention
 
@@ -158,6 +165,10 @@ def test_device_and_length_mismatches_name_the_problem_and_dtypes_mix_silently(o
     assert lines["BlockMask built for 512 tokens"].startswith(
         "ValueError: block_mask was created for block_mask.shape=(1, 1, 512, 512) but got q_len=256 and kv_len=256")
     assert lines["key and value in float16"] == "no error, output torch.bfloat16"
+    assert "ValueError: Backward pass with mixed query, key, and value dtype is not supported" in \
+        lines["key and value in float16, with gradients"]
+    ran(dtypes=[torch.bfloat16, torch.float16], backends="triton", modes="compiled", passes=["forward", "backward"],
+        lengths=256, head_dims=64, heads=2, batch=1)
     q, k = torch.randn(2, 1, 2, 256, 64, device="cuda").unbind()
     out = torch.compile(flex_attention)(q, k.to(q.device), k, block_mask=ts.matching_block_mask(q, k))
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), k.double(), is_causal=True)

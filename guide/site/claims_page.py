@@ -11,7 +11,7 @@ import re
 
 from mkdocs.exceptions import PluginError
 
-from guide import claims, i18n
+from guide import claims, i18n, scope
 from guide.site import numbers
 
 ICON = {"passed": "✓", "failed": "✗", "stale": "⚠", "pending": "…", "skipped": "", "not-run": ""}
@@ -21,16 +21,53 @@ def env_name(env: dict) -> str:
     return env.get("gpu") if "compute_capability" in env else "CPU"
 
 
+# The order in which a scope is told, and how each key's values read.
+ORDER = ("devices", "torch", "dtypes", "head_dims", "lengths", "batch", "heads", "backends", "modes", "passes",
+         "diffusers", "flash_attn_4", "simpletuner")
+SHORT = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
+         "triton": "Triton", "flash": "FLASH", "cudnn": "cuDNN", "fa2": "FA2", "efficient": "efficient", "math": "math"}
+
+
+def scope_text(claim_scope, words) -> str:
+    """A claim's scope in the reader's language: "H100, H200 · PyTorch 2.11 · bf16, fp16 · head dim 64, 128"."""
+    said = []
+    for key in ORDER:
+        if key not in claim_scope:
+            continue
+        value = claim_scope[key]
+        if isinstance(value, dict):
+            shown = numbers.say(words["range"], low=value["from"], high=value["to"])
+        else:
+            parts = []
+            for v in scope.values(value):
+                if key in ("modes", "passes"):
+                    parts.append(words[v])
+                elif key in scope.NUMBERS:
+                    parts.append(numbers.number(v))
+                else:
+                    parts.append(SHORT.get(v, str(v)))
+            shown = words["separator"].join(parts)
+        if key == "torch" and "since" in claim_scope:
+            said.append(numbers.say(words["since"], since=claim_scope["since"], values=shown))
+        elif isinstance(words.get(key), str):
+            said.append(numbers.say(words[key], values=shown))
+        else:
+            said.append(shown)
+    return " · ".join(said)
+
+
 def badge(snapshot, cid, lang):
-    if snapshot.claim(cid) is None:
+    claim = snapshot.claim(cid)
+    if claim is None:
         raise PluginError(f"unknown claim {cid!r}. Fix: add it to claims/registry.yaml")
     words = snapshot.words[lang]["claims"]
     by_env = snapshot.verdicts[cid]
     state = claims.overall(by_env)
     title = "; ".join(f"{env_name(snapshot.records[n]['environment'])}: {words[v]}"
                       for n, v in by_env.items() if v != "not-run")
+    where = scope_text(claim.get("scope") or {}, snapshot.words[lang]["scope"])
     return (f'[{ICON[state]} {words[state]}](claims.md#claim-{cid} "{title}")'
-            f'{{ .claim-badge .claim-{state} }}')
+            f'{{ .claim-badge .claim-{state} }}' + (f' <span class="claim-scope">{where}</span>' if where else ""))
 
 
 def quoted(text):
@@ -95,8 +132,10 @@ def claims_page(snapshot, lang):
         for claim in (c for c in registry if c.get("page") == page):
             verdicts = snapshot.verdicts[claim["id"]]
             tests = "<br>".join(f"<code>{t}</code>" for t in claim["tests"])
+            held = scope_text(claim.get("scope") or {}, snapshot.words[lang]["scope"])
             out.append(f"| <span id=\"claim-{claim['id']}\"></span>{text[claim['id']]['claim']} "
-                       f"({where(claim)})<br><small>{words['tests']}: {tests}</small> | "
+                       f"({where(claim)})<br><small>{words['scope']}: {held}</small>"
+                       f"<br><small>{words['tests']}: {tests}</small> | "
                        + " | ".join(cell(verdicts[n], words) for n in envs) + " |")
         out.append("")
 

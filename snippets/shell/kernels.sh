@@ -13,3 +13,7 @@ rm -rf "$(python -c 'from torch._inductor.runtime.cache_dir_utils import cache_d
 # --8<-- [start:warm_up]
 python -m snippets.kernels warm-up
 # --8<-- [end:warm_up]
+
+# --8<-- [start:files]
+python -m snippets.kernels files
+# --8<-- [end:files]
