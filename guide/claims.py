@@ -146,7 +146,7 @@ def scope_problems(all_records=None) -> list:
         if scope.form_problems(claim["id"], claim.get("scope")):
             continue  # check() names it
         counted = {name: found for name in all_records if (found := passed_tests(claim, outcomes(name, all_records)))}
-        problems += scope.coverage_problems(claim, scope.ran(claim, counted, environments))
+        problems += scope.coverage_problems(claim, scope.ran(counted, environments))
     return problems
 
 

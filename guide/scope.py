@@ -97,8 +97,8 @@ def form_problems(cid: str, scope) -> list:
     return problems
 
 
-def ran(claim: dict, tests_by_env: dict, environments: dict) -> dict:
-    """{key: set of values} that the claim's tests ran, over the environments where its verdict is
+def ran(tests_by_env: dict, environments: dict) -> dict:
+    """{key: set of values} that a claim's tests ran, over the environments where its verdict is
     passed or stale (tests_by_env: {env: {test id: entry}} restricted to those environments)."""
     found = {}
     for env, tests in tests_by_env.items():
