@@ -19,7 +19,7 @@ import re
 from guide import i18n, project
 from guide.project import GuideError
 
-OBSERVED = re.compile(r"^ *<!-- observed: ([\w.]+)( gpu)? -->$", re.M)  # as guide/site/observed.py reads it
+OBSERVED = re.compile(r"^ *<!-- observed: ([\w.]+)( gpu)?(?: picture)? -->$", re.M)  # as guide/site/observed.py reads it
 FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*(\w*)[^\n]*\n(.*?)^\1\2[ \t]*$\n?", re.M | re.S)
 TIERS = ("cpu", "gpu")
 # Top-level modules of page code, as the packages a reader installs (torch: the oldest with FlexAttention).

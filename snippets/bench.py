@@ -176,6 +176,27 @@ def score_mod_case(tokens=8192, head_dim=128):
     return measure(variants, dense, (q, k, v), flops=causal_flops(1, HEADS, tokens, head_dim))
 
 
+def gallery_case(name, tokens=4096, head_dim=64):
+    """One mask of the gallery (snippets/gallery.py, at `tokens` tokens): FlexAttention with its BlockMask
+    against SDPA given the same mask as a dense boolean tensor (memory-efficient kernel)."""
+    from torch.nn.attention.flex_attention import create_mask
+
+    from snippets import gallery
+
+    mask_mod, q_len, kv_len, batch = gallery.examples(tokens, device="cuda")[name]
+    q = randn(batch, HEADS, q_len, head_dim, grad=True)
+    k, v = (randn(batch, HEADS, kv_len, head_dim, grad=True) for _ in range(2))
+    block_mask = create_block_mask(mask_mod, batch, None, q_len, kv_len)
+    dense = create_mask(mask_mod, batch, 1, q_len, kv_len, device="cuda")
+    pairs = dense.sum().item() * HEADS
+    variants = {"flex": lambda q, k, v: flex(q, k, v, block_mask=block_mask),
+                "sdpa_dense_mask": sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense)}
+    shape = {"mask": name, "batch": batch, "q_tokens": q_len, "kv_tokens": kv_len, "heads": HEADS,
+             "head_dim": head_dim}
+    return measure(variants, sdpa(SDPBackend.EFFICIENT_ATTENTION, attn_mask=dense), (q, k, v),
+                   flops=4 * pairs * head_dim), shape
+
+
 def document_lengths(total=TOKENS, shortest=128, longest=8192, seed=0):
     """Document lengths drawn log-uniformly, as text corpora mix many short and few long documents."""
     generator = torch.Generator().manual_seed(seed)
@@ -453,6 +474,11 @@ def suite(quick=False, log=print, save=lambda result: None) -> dict:
             score_mod_case())
         rows, shape = end_to_end_case()
         add("end_to_end", shape, rows)
+        from snippets import gallery
+
+        for mask in gallery.examples(4096):
+            rows, shape = gallery_case(mask)
+            add("gallery", shape, rows)
     models = {"8B": (32, 8)} if quick else {"8B": (32, 8), "70B": (64, 8)}
     for model, (q_heads, kv_heads) in models.items():
         for kv_tokens in ((16384,) if quick else (4096, 16384, 65536)):

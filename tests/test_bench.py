@@ -8,8 +8,8 @@ import pytest
 from guide import bench as report
 from tests.helpers import python
 
-GROUPS = {"training", "sliding", "documents", "score_mod", "end_to_end", "decoding", "gqa", "decoding_settings",
-          "forward_settings"}
+GROUPS = {"training", "sliding", "documents", "score_mod", "end_to_end", "gallery", "decoding", "gqa",
+          "decoding_settings", "forward_settings"}
 
 
 def test_without_a_gpu_the_program_says_so():
@@ -66,6 +66,19 @@ def test_records_are_complete_current_and_checked(records, records_in_use):
                 assert case["error_vs_reference"] < 2e-2 and case["forward_ms"] > 0, (name, case)
         env = record["environment"]
         assert {"gpu", "compute_capability", "torch", "cuda", "triton", "driver"} <= set(env), name
+
+
+def test_every_gallery_mask_is_timed_against_sdpa_with_its_dense_mask(records):
+    """Each mask of snippets/gallery.py, forward and backward: FlexAttention with its BlockMask and SDPA given
+    the mask as a dense tensor, both checked against the dense-mask reference before timing."""
+    from snippets import gallery
+
+    for record in records.values():
+        rows = {json.loads(key)["mask"]: row for key, row in report.table(record, "gallery").items()}
+        assert set(rows) == set(gallery.examples(4096)), "every gallery mask, once"
+        for mask, row in rows.items():
+            assert set(row) == {"flex", "sdpa_dense_mask"}, mask
+            assert all("failed" not in case and case["forward_backward_ms"] > 0 for case in row.values()), mask
 
 
 def test_quick_suite_fits_two_minutes():

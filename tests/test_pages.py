@@ -128,7 +128,8 @@ SAVED = {"backend_config.md": {**{f"config.{s}": f"snippets/configs/flex.{s}" fo
                                **{name: f"snippets/configs/{name}" for name in (
                                    "misspelt_mechanism.json", "misspelt_key.toml", "trailing_comma.json",
                                    "unquoted_value.toml", "nested.json")},
-                               "fifo.json": None}}
+                               "fifo.json": None},
+         "maskcheck.md": {"my_masks.py": "snippets/configs/my_masks.py"}}
 
 
 def run_shown_commands(page, cwd) -> str:

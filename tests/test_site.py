@@ -9,7 +9,7 @@ from tests.helpers import ROOT, url_of
 
 LANGS = {"en": "en", "zh": "zh", "pt": "pt-BR", "hi": "hi"}
 PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
-OBSERVED = re.compile(r"<!-- observed: ([\w.]+)( gpu)? -->")
+OBSERVED = re.compile(r"<!-- observed: ([\w.]+)( gpu)?(?: picture)? -->")
 
 
 def html_of(site, lang, page):
@@ -254,3 +254,46 @@ def site_words(lang):
     from guide import i18n
 
     return i18n.words(lang)["claims"]["scope"]
+
+
+def test_a_picture_output_becomes_cells_of_its_shades():
+    from guide.site import pictures
+
+    caption, rows = pictures.grid("causal: 50.0% skipped\n█▒·\n░·█")
+    assert caption == "causal: 50.0% skipped" and rows == [[1.0, 0.65, 0.0], [0.3, 0.0, 1.0]]
+    words = {"label": "L", "queries": "Q", "keys": "K", "all": "a", "most": "m", "some": "s", "none": "n"}
+    drawn = pictures.svg(rows, words)
+    # one rect per cell that is not empty, at its row and column, and the frame
+    cells = re.findall(r'<rect x="(\d+)" y="(\d+)" width="8" height="8" fill-opacity="([\d.]+)"/>', drawn)
+    m = pictures.MARGIN
+    assert cells == [(str(m), str(m), "1.0"), (str(m + 8), str(m), "0.65"), (str(m), str(m + 8), "0.3"),
+                     (str(m + 16), str(m + 8), "1.0")]
+    assert ">K →</text>" in drawn and ">Q →</text>" in drawn and 'aria-label="L"' in drawn
+
+
+@pytest.mark.parametrize("text", ["only a caption", "caption\n██\n█", "caption\n█x"])
+def test_a_malformed_picture_output_is_named_with_its_fix(text):
+    from guide.project import GuideError
+    from guide.site import pictures
+
+    with pytest.raises(GuideError, match=r"picture output .* Fix: print the picture"):
+        pictures.grid(text)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_gallery_pictures_are_drawn_from_the_recorded_output_in_each_language(site, lang):
+    from guide import i18n, records
+
+    page = (ROOT / "docs/en/gallery.md").read_text(encoding="utf-8")
+    ids = re.findall(r"<!-- observed: ([\w.]+) picture -->", page)
+    assert len(ids) >= 10
+    html = html_of(site, lang, "gallery.md")
+    figures = re.findall(r'<figure class="mask-figure">(.*?)</figure>', html, re.S)
+    assert len(figures) == len(ids)
+    words = i18n.words(lang, "picture")
+    outputs = records.load("cpu")["outputs"]
+    for oid, figure in zip(ids, figures, strict=True):
+        caption, *rows = outputs[oid]["text"].splitlines()
+        assert f"<code>{caption}</code>" in figure, oid
+        assert figure.count("fill-opacity") - 4 == sum(c != "·" for row in rows for c in row), oid  # 4: legend
+        assert f">{words['queries']} →</text>" in figure and f">{words['keys']} →</text>" in figure

@@ -2,14 +2,16 @@
 the environment that produced it; if the code behind it changed since, the page says the output is
 not verified for the current code. `<!-- observed: ID gpu -->` is an output only a GPU run records:
 until one does, the page says so. Any other ID with no record fails the build. The stamp's date is
-in the page's locale; the output itself stays exactly as the program printed it."""
+in the page's locale; the output itself stays exactly as the program printed it.
+`<!-- observed: ID picture -->` shows a mask's picture output drawn as an SVG (guide/site/pictures.py)."""
 import re
 
 from mkdocs.exceptions import PluginError
 
-from guide.site import numbers
+from guide.project import GuideError
+from guide.site import numbers, pictures
 
-MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)? -->$", re.M)
+MARKER = re.compile(r"^( *)<!-- observed: ([\w.]+)( gpu)?( picture)? -->$", re.M)
 
 
 def stamp(env):
@@ -22,7 +24,7 @@ def stamp(env):
     return ", ".join(p for p in parts if p)
 
 
-def render(snapshot, output_id, lang, gpu=False):
+def render(snapshot, output_id, lang, gpu=False, picture=False):
     words = snapshot.words[lang]["observed"]
     found = snapshot.output(output_id)
     if found is None:
@@ -31,8 +33,14 @@ def render(snapshot, output_id, lang, gpu=False):
                               f"or `make verify-gpu` (CUDA) to record it")
         return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'
     env, out = found
-    fence = "````" if "```" in out["text"] else "```"
-    block = f"{fence}text\n{out['text']}\n{fence}\n"
+    if picture:
+        try:
+            block = pictures.figure(out["text"], snapshot.words[lang]["picture"])
+        except GuideError as e:
+            raise PluginError(f"output {output_id!r}: {e}") from None
+    else:
+        fence = "````" if "```" in out["text"] else "```"
+        block = f"{fence}text\n{out['text']}\n{fence}\n"
     note = f'<p class="observed-stamp"><small>{words["seen"]}: {stamp(env)}</small></p>\n'
     if output_id in snapshot.stale_outputs:
         return f'!!! warning "{words["stale"]}"\n    {words["stale_body"]}\n\n{block}{note}'
@@ -44,4 +52,5 @@ def indent(text, prefix):
 
 
 def transform(markdown, snapshot, lang):
-    return MARKER.sub(lambda m: indent(render(snapshot, m.group(2), lang, bool(m.group(3))), m.group(1)), markdown)
+    return MARKER.sub(lambda m: indent(render(snapshot, m.group(2), lang, bool(m.group(3)), bool(m.group(4))),
+                                       m.group(1)), markdown)

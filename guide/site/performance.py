@@ -175,6 +175,26 @@ def masks(lang, records):
     return per_gpu(records, [w["case"], w["variant"], w["fwd"], w["fb"], w["tflops"]], rows_of)
 
 
+def gallery(lang, records):
+    """The gallery's masks: FlexAttention with a BlockMask against SDPA with the dense mask."""
+    w = words(lang)
+
+    def rows_of(record):
+        rows = []
+        for row in report.table(record, "gallery").values():
+            flex, dense = row.get("flex", {}), row.get("sdpa_dense_mask", {})
+            shape = flex.get("shape") or dense["shape"]
+            x = report.speedup(row, "flex", "sdpa_dense_mask", "forward_backward_ms")
+            rows.append([f"`{shape['mask']}`", say(w["gallery_shape"], b=shape["batch"], q=shape["q_tokens"],
+                                                    k=shape["kv_tokens"]),
+                         fmt(flex.get("forward_backward_ms")) if "failed" not in flex else w["failed"],
+                         fmt(dense.get("forward_backward_ms")) if "failed" not in dense else w["failed"],
+                         "—" if x is None else say(w["times"], x=x)])
+        return rows
+    return per_gpu(records, [w["mask"], w["shape"], f'{name("flex", w)}, {w["fb"]}',
+                             f'{name("sdpa_dense_mask", w)}, {w["fb"]}', w["dense_over_flex"]], rows_of)
+
+
 @cached
 def decoding(lang, records):
     w = words(lang)
@@ -458,7 +478,7 @@ def sentences(lang, records, name):
     return " ".join(say(w[name], gpu=gpu_label(record), **SENTENCES[name](record)) for record in records.values())
 
 
-BLOCKS = {"environments": environments, "training": training, "masks": masks, "decoding": decoding,
+BLOCKS = {"environments": environments, "training": training, "masks": masks, "gallery": gallery, "decoding": decoding,
           "roofline": roofline, "settings": settings, "gqa": gqa, "choose": choose, "end-to-end": end_to_end}
 
 
