@@ -90,11 +90,13 @@ clean:
 	rm -rf $(VENV) site
 
 # Mutation testing with cosmic-ray, not part of `make test`: each module in MUTATE is mutated in place,
-# one mutant at a time, and checked by tests/test_<module>.py alone (configs: mutation/<module>.toml; the
-# functions a config's [guide] gpu-only list names need a GPU, and their lines are not mutated).
+# one mutant at a time, and checked by tests/test_<module>.py (configs: mutation/<module>.toml; the
+# functions a config's [guide] gpu-only list names need a GPU, and their lines are not mutated). A mutant
+# first meets only the tests that ran its lines (coverage, `python -m guide.mutate cover`), then, if it
+# survives them, the whole file.
 # `make mutate MUTATE=masks MUTATE_SAMPLE=0.5` runs one module on a seeded half of its mutants.
 # Sessions and reports: build/mutation/. A run killed midway can leave a mutant: git checkout -- snippets
-MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash
+MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck
 MUTATE_SAMPLE ?= 1
 COSMIC_RAY ?= cosmic-ray==8.7.0
 mutate: setup
@@ -108,6 +110,7 @@ mutate: setup
 	  if grep -q '^\[cosmic-ray.filters.line-filter' $$cfg; then \
 	    $(VENV)/bin/cr-filter-lines --config $$cfg $$db; fi; \
 	  $(PY) -m guide.mutate sample $$db $(MUTATE_SAMPLE); \
+	  $(PY) -m guide.mutate cover $$m; \
 	  start=$$(date +%s); \
 	  $(VENV)/bin/cosmic-ray exec $$cfg $$db; \
 	  $(VENV)/bin/cr-report --surviving-only --show-diff $$db > build/mutation/$$m.txt; \

@@ -67,11 +67,11 @@ def observe(request):
 
     def keep(output_id, text):
         assert isinstance(text, str) and text, "an observed output is non-empty text"
-        request.node.user_properties.append(("observed", output_id, {
+        request.node.user_properties.append(("observed", (output_id, {
             "text": text,
             "test": request.node.nodeid,
             "source_sha256": records.source_hash(request.node.nodeid),
-        }))
+        })))
         return text
 
     return keep
@@ -89,7 +89,7 @@ def ran(request):
         assert not unknown, f"ran() takes {', '.join(scope.RAN_KEYS)}, not {', '.join(sorted(unknown))}"
         for key, value in found.items():
             for v in value if isinstance(value, (list, tuple, set)) else [value]:
-                request.node.user_properties.append(("ran", key, scope.normalise(key, v)))
+                request.node.user_properties.append(("ran", (key, scope.normalise(key, v))))
 
     return keep
 
@@ -106,13 +106,13 @@ class Recorder:
         self.seen = {}  # test id -> what it ran (the `ran` fixture), for the scopes of its claims
 
     def pytest_runtest_logreport(self, report):
-        for prop in report.user_properties:
-            if prop[0] == "observed":
-                self.observed[prop[1]] = prop[2]
+        # Each property is a (name, value) pair, as pytest's --junitxml expects.
         found = {}
-        for prop in report.user_properties:
-            if prop[0] == "ran" and report.passed:
-                found.setdefault(prop[1], set()).add(prop[2])
+        for name, value in report.user_properties:
+            if name == "observed":
+                self.observed[value[0]] = value[1]
+            elif name == "ran" and report.passed:
+                found.setdefault(value[0], set()).add(value[1])
         if found and report.when == "call":
             self.seen[report.nodeid] = {key: sorted(vals) for key, vals in sorted(found.items())}
         if not records.sources(records.topic_of(report.nodeid)):

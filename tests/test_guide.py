@@ -133,7 +133,10 @@ def test_no_source_file_is_ignored_by_git():
 
 def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
     """pytest-xdist: every worker's outcomes, skip reasons and observed outputs reach the record that
-    the controller writes, as a run in one process (the committed CPU record) has them."""
+    the controller writes, as a run in one process (the committed CPU record) has them; and pytest's own
+    --junitxml report still works beside the record (it takes test properties as name/value pairs)."""
+    import xml.etree.ElementTree as ET
+
     from guide import records
 
     shutil.copy(ROOT / "pyproject.toml", checkout)
@@ -142,8 +145,12 @@ def test_a_run_spread_over_workers_records_every_test_and_output(checkout):
            "tests/test_troubleshooting.py::test_autocast_with_compiled_flex_attention_runs_forward_and_backward",
            "tests/test_decoding.py::test_slicing_errors"]
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
-                             "--record", "x", *ran], cwd=checkout, capture_output=True, text=True)
+                             "--record", "x", "--junitxml", "report.xml", *ran], cwd=checkout,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:]
+    cases = ET.parse(checkout / "report.xml").getroot().iter("testcase")
+    assert sorted(f"{c.get('classname')}.{c.get('name')}" for c in cases) == \
+        sorted(n.replace(".py::", ".").replace("/", ".") for n in ran)
     assert "created: 2/2 workers" in result.stdout and "recorded 4 tests" in result.stdout
     record, serial = records.load("x"), records.load("cpu")
 
@@ -284,6 +291,30 @@ def test_mutation_skips_exactly_the_lines_of_gpu_only_functions():
         mutate.kept_lines(source, ["gone"])
 
 
+def test_a_mutant_meets_the_tests_that_ran_its_line_first_then_the_whole_file(tmp_path):
+    """guide.mutate cover/test on a module of three functions: a mutant of a line one test runs is
+    killed by that test alone; a mutant of a line no test runs goes to the whole file (and survives it)."""
+    (tmp_path / "snippets").mkdir()
+    (tmp_path / "tests").mkdir()
+    toy = tmp_path / "snippets" / "toy.py"
+    toy.write_text("def a():\n    return 1\n\n\ndef b():\n    return 2\n\n\ndef never():\n    return 3\n")
+    (tmp_path / "tests" / "test_toy.py").write_text(
+        "import runpy\n\ntoy = runpy.run_path('snippets/toy.py')\n\n\ndef test_a():\n    assert toy['a']() == 1\n"
+        "\n\ndef test_b():\n    assert toy['b']() == 2\n")
+    cover = python("-m guide.mutate cover toy", cwd=tmp_path)
+    assert cover.returncode == 0, cover.stdout + cover.stderr
+    source = toy.read_text()
+    toy.write_text(source.replace("return 2", "return 20"))
+    killed = python("-m guide.mutate test toy", cwd=tmp_path)
+    assert killed.returncode == 1, killed.stdout
+    assert killed.stdout.splitlines()[0] == "tests that ran the mutated lines: tests/test_toy.py::test_b"
+    assert "1 failed" in killed.stdout and "passed" not in killed.stdout and "whole" not in killed.stdout
+    toy.write_text(source.replace("return 3", "return 30"))
+    survived = python("-m guide.mutate test toy", cwd=tmp_path)
+    assert survived.returncode == 0 and survived.stdout.splitlines()[0] == "the whole of tests/test_toy.py"
+    assert "2 passed" in survived.stdout
+
+
 def test_every_module_make_mutate_runs_has_a_config_whose_gpu_only_functions_exist(tmp_path):
     """make mutate's modules (MUTATE in the Makefile) each have mutation/<module>.toml that mutates
     snippets/<module>.py with tests/test_<module>.py, and every function its gpu-only list names exists."""
@@ -298,7 +329,7 @@ def test_every_module_make_mutate_runs_has_a_config_whose_gpu_only_functions_exi
         config = ROOT / "mutation" / f"{module}.toml"
         settings = tomllib.loads(config.read_text(encoding="utf-8"))
         assert settings["cosmic-ray"]["module-path"] == f"snippets/{module}.py", module
-        assert settings["cosmic-ray"]["test-command"].endswith(f"tests/test_{module}.py"), module
+        assert settings["cosmic-ray"]["test-command"].endswith(f"-m guide.mutate test {module}"), module
         assert "line-filter" not in settings["cosmic-ray"].get("filters", {}), f"{module}: use [guide] gpu-only"
         source = (ROOT / "snippets" / f"{module}.py").read_text(encoding="utf-8")
         mutate.kept_lines(source, settings.get("guide", {}).get("gpu-only", []))
