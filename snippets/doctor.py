@@ -247,6 +247,12 @@ FIXES = {
         "zh": "在这块 GPU 上继续使用 Triton 后端（默认）",
         "pt": "mantenha o backend Triton (o padrão) nesta GPU",
         "hi": "इस GPU पर Triton बैकएंड (डिफ़ॉल्ट) ही रखें"}),
+    "maskcheck": ("maskcheck.md#run-it", {
+        "en": "checks your own mask_mod for the mistakes behind wrong results, NaN and illegal memory accesses",
+        "zh": "检查你自己的 mask_mod，找出导致结果错误、NaN 和非法内存访问的错误",
+        "pt": "procura na sua própria mask_mod os erros por trás de resultados errados, NaN e "
+              "acessos ilegais à memória",
+        "hi": "आपके अपने mask_mod को जाँचता है और गलत नतीजों, NaN और अवैध मेमोरी एक्सेस के पीछे की गलतियाँ ढूँढता है"}),
     "broken": ("troubleshooting.md#symptoms-and-fixes", {
         "en": "look the error up in the table of symptoms", "zh": "在症状表中查找这个错误",
         "pt": "procure o erro na tabela de sintomas", "hi": "लक्षणों की तालिका में यह त्रुटि देखें"}),
@@ -292,6 +298,10 @@ def diagnose(lang="en") -> list:
     return results
 
 
+# After the checks of the machine, the next tool: the checker of the reader's own mask (its page: maskcheck.md).
+MASKCHECK = "python -m snippets.maskcheck MODULE:NAME --q-len N --kv-len N"
+
+
 def usable(results) -> bool:
     return all(r["status"] != FAIL for r in results if r["check"] in ESSENTIAL)
 
@@ -302,11 +312,13 @@ def main(argv) -> int:
     parser.add_argument("--lang", choices=LANGS, default="en", help="language of the fixes and their links")
     args = parser.parse_args(argv)
     results = diagnose(args.lang)
+    after = {"command": MASKCHECK, "fix": fix_text("maskcheck", args.lang)}
     if args.json:
-        print(json.dumps({"usable": usable(results), "checks": results}, indent=2))
+        print(json.dumps({"usable": usable(results), "checks": results, "next": after}, indent=2))
     else:
         for r in results:
             print(f"{r['status']:4}  {r['check']:17} {r['message']}" + (f" -> {r['fix']}" if r["fix"] else ""))
+        print(f"{'next':4}  {'your_mask':17} {after['command']} -> {after['fix']}")
     return 0 if usable(results) else 1
 
 

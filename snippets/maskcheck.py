@@ -25,6 +25,14 @@ MASK_VS_SCORE = f"{GUIDE}masks/#mask-vs-score"
 TROUBLESHOOTING = f"{GUIDE}troubleshooting/#symptoms-and-fixes"
 
 
+def works(call) -> bool:
+    try:
+        call()
+        return True
+    except Exception:
+        return False
+
+
 def finding(check, status, message, fix="", link=""):
     return dict(check=check, status=status, message=message, fix=fix, link=link or f"{GUIDE}maskcheck/#{check}")
 
@@ -132,21 +140,31 @@ def check(fn, q_len, kv_len, batch=None, heads=None, compile=True):
     def dense_mask(B, H, Q, KV):  # for a score_mod, where it returns -inf (as create_mask reads it)
         return create_mask(fn, B, H, Q, KV, device="cpu")
 
+    def trace(B, H, Q, KV):  # what the reader's code would call first
+        return dense_mask(B, H, Q, KV) if score else create_block_mask(fn, B, H, Q, KV, device="cpu")
+
     later = ["bounds", "empty-rows", "batch-heads", "sparsity"] + ["score-mod"] * score + ["reference"]
     call = "create_mask" if score else "create_block_mask"
     try:  # 1. trace
-        (dense_mask if score else lambda *i: create_block_mask(fn, *i, device="cpu"))(batch, heads, q_len, kv_len)
+        trace(batch, heads, q_len, kv_len)
         found = [finding("trace", OK, f"{call}(..., {batch}, {heads}, {q_len}, {kv_len}, device=\"cpu\") works")]
     except Exception as e:
         if not index_error(e):
             return [trace_failure(e)] + [finding(c, SKIP, "not run: the mask does not trace") for c in later]
-        # 2. bounds, at the given lengths: a tensor shorter than the queries or keys the kernel sees
-        where = user_line(e)
-        return [finding("trace", SKIP, "stopped by a read past the end of a tensor: see bounds"),
-                finding("bounds", FAIL, f"reads past the end of a tensor at the given lengths {q_len} x {kv_len} "
-                        f"({first_line(e)}{', ' + where if where else ''})",
-                        "give the tensor an entry for every position the kernel sees (the length of the queries or "
-                        "keys), or clamp the index", TRAP)] + \
+        # 2. bounds, at the given lengths: a tensor shorter than the queries or keys the kernel sees, or than
+        # the samples or heads given (then sample 0 and head 0 alone read nothing out of range)
+        where = f"{first_line(e)}{', ' + user_line(e) if user_line(e) else ''}"
+        if (batch, heads) != (None, None) and works(lambda: trace(None, None, q_len, kv_len)):
+            given = " ".join(f"--{n} {v}" for n, v in (("batch", batch), ("heads", heads)) if v is not None)
+            bad = finding("bounds", FAIL, f"reads past the end of a tensor indexed by the sample or head: with "
+                          f"{given}, not with one sample and head ({where})",
+                          "give the tensor an entry for every sample and head, or give the --batch and --heads "
+                          "your model runs with", f"{GUIDE}maskcheck/#batch-heads")
+        else:
+            bad = finding("bounds", FAIL, f"reads past the end of a tensor at the given lengths {q_len} x {kv_len} "
+                          f"({where})", "give the tensor an entry for every position the kernel sees (the length "
+                          "of the queries or keys), or clamp the index", TRAP)
+        return [finding("trace", SKIP, "stopped by a read past the end of a tensor: see bounds"), bad] + \
             [finding(c, SKIP, "not run: the mask reads past the end of a tensor") for c in later[1:]]
 
     # 2. bounds, past the given lengths: PyTorch's Triton kernel evaluates the mask_mod and score_mod in a last,

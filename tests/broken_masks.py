@@ -136,6 +136,18 @@ def causal_as_int(b, h, q_idx, kv_idx):
 EXPECTED["causal_as_int"] = ("trace", "fail")
 
 
+# bounds: one length per sample of a batch of 2, checked with --batch 3: the third sample reads past the end
+two_lengths = torch.tensor([1000, 600])
+
+
+def two_samples_of_three(b, h, q_idx, kv_idx):
+    return kv_idx < two_lengths[b]
+
+
+EXPECTED["two_samples_of_three"] = ("bounds", "fail")
+ARGS["two_samples_of_three"] = ["--batch", "3"]
+
+
 # not a mistake alone: a window per head whose first two heads agree (heads 0-3: 128, heads 4-7: 1024)
 head_pair_windows = torch.tensor([128] * 4 + [1024] * 4)
 

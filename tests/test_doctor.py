@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from tests.helpers import python, sh
+from tests.helpers import ROOT, python, sh
 
 
 def test_doctor_on_this_machine(observe):
@@ -235,10 +235,27 @@ def test_text_report_shows_a_fix_after_a_message_only_where_there_is_one(capsys)
     assert doctor.main([]) == 0
     lines = capsys.readouterr().out.splitlines()
     results = doctor.diagnose()
-    assert len(lines) == len(results)
+    assert len(lines) == len(results) + 1 and lines[-1].startswith("next  your_mask")
     for line, r in zip(lines, results):
         assert line.split()[:2] == [r["status"], r["check"]]
         assert line.endswith(f"{r['message']} -> {r['fix']}" if r["fix"] else r["message"]), line
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_doctor_ends_with_the_mask_checker_whose_command_runs_as_printed(lang):
+    """The last line names the checker's command; with the placeholders filled in, the checker itself
+    (not doctor) takes it and passes a mask of the page's own file, and the link is the checker's page."""
+    report = python(f"-m snippets doctor --lang {lang}")
+    assert report.returncode == 0, report.stderr
+    last = report.stdout.splitlines()[-1]
+    command, fix = last.removeprefix("next  your_mask").strip().split(" -> ")
+    assert fix.endswith("maskcheck/#run-it)") and (lang == "en") == ("/zh/" not in fix)
+    filled = command.replace("MODULE:NAME", "my_masks:causal_documents").replace(" N", " 256")
+    checked = sh(f"{filled} --no-compile", cwd=ROOT / "snippets" / "configs")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok    trace" in checked.stdout, checked.stdout
+    assert json.loads(python(f"-m snippets doctor --json --lang {lang}").stdout)["next"] == {
+        "command": command, "fix": fix}
 
 
 def test_doctor_also_runs_as_its_own_module():
@@ -342,7 +359,8 @@ def test_doctor_on_an_older_pytorch_warns_once_per_missing_name(monkeypatch, cap
     out, err = capsys.readouterr()
     assert code == 0 and "Traceback" not in out + err and not err, out + err
     lines = {line.split()[1]: line for line in out.splitlines()}
-    assert list(lines) == list(report_here), out  # every check reported, once, in order
+    assert list(lines) == [*report_here, "your_mask"], out  # every check reported, once, in order
+    assert lines.pop("your_mask").startswith(f"next  {'your_mask':17} {doctor.MASKCHECK} -> ")
     missing = {check: name for check, name in NEWER_NAMES.items() if name not in torch_api()[version]}
     if version == "2.7":
         assert not missing  # 2.7 has every name doctor reads

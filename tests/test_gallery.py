@@ -217,19 +217,15 @@ def test_each_mask_is_its_definition_and_matches_sdpa(name, ran):
             passes="forward")
 
 
-COMPILED = ["neighbourhood_2d", "tree"]  # //, % and clamp; a tensor indexed by clamped indices, 16 queries
-
-
 def test_masks_compiled_match_sdpa_and_padding_needs_its_batch(ran):
-    """Compiled (one graph, one compile: each mask is a kernel of its own, some 7 to 10 s of compiling on a
-    2-core CPU, so two masks here and all ten on the GPU), float32, 4 heads of 32: neighbourhood_2d and tree
+    """Compiled (one graph, one compile: each mask is a kernel of its own), float32, 4 heads of 32: every mask
     at 200 tokens (a partial last block), each BlockMask built with its batch; and the key padding mask
     at 256 tokens, lengths 256, 192, 128, its BlockMask built with B=None (sample 0's blocks, all full, for
     every sample: samples 1 and 2 attend to their padding) and with B=3. Eager, B=None gives the right answer:
     eager flex_attention applies the mask_mod to every score."""
     t = 200
     cases = []
-    for name in COMPILED:
+    for name in NAMES:  # every mask, each a kernel of its own, in one graph
         q_len, kv_len, batch = shapes(t)[name]
         cases.append((qkv(batch, q_len, kv_len, dtype=torch.float32),
                       create_block_mask(mask_mods(t)[name], batch, None, q_len, kv_len, device="cpu")))
@@ -243,7 +239,7 @@ def test_masks_compiled_match_sdpa_and_padding_needs_its_batch(ran):
 
     torch._dynamo.reset()
     outputs = torch.compile(every_mask, dynamic=False, fullgraph=True)(cases)
-    for name, ((q, k, v), _), out in zip(COMPILED, cases, outputs):
+    for name, ((q, k, v), _), out in zip(NAMES, cases, outputs):
         assert relative_error(out, sdpa(q, k, v, written_out(name, t))) < 1e-5, name
         ran(lengths=[q.shape[2], k.shape[2]], batch=q.shape[0], inputs=INPUTS[name])
     want = sdpa(*padded_qkv, ref_key_padding([256, 192, 128], 256, 256))

@@ -54,6 +54,8 @@ def test_each_broken_mask_is_reported_by_its_check_only(capsys, ran, name):
     line = next(line for line in lines if line.split()[1] == check)
     assert " -> " in line and line.endswith(")") and GUIDE in line
     assert lines[-1] == f"1 finding ({int(status == 'fail')} fail, {int(status == 'warn')} warn)"
+    # a read past the end names the lengths, or the samples or heads where one entry each reads nothing past it
+    assert (check == "bounds" and "indexed by the sample or head" in line) == (name == "two_samples_of_three")
     if check in ("trace", "bounds"):  # nothing else can run (a read past the end stops the trace)
         assert all(s == "skip" for c, s in found.items() if c != check), lines
 
