@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers upstream serve test site record verify-gpu bench bench-quick build-bench clean mutate
+.PHONY: setup browsers upstream serve test site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate
 
 setup: $(VENV)/.installed
 
@@ -55,6 +55,19 @@ test: setup browsers upstream
 # Re-record the outputs the pages show from CPU runs (records/cpu.json).
 record: setup browsers upstream
 	$(PY) -m pytest --record cpu
+
+# The GPU tier's packages (requirements-gpu.txt) for a CUDA machine: `make gpu-setup` installs them into
+# GPU_PYTHON from the index, or from GPU_WHEELS where that folder holds wheels, which `make gpu-wheels`
+# fills on a machine with a network, for GPU_PYTHON_VERSION on x86-64 Linux.
+GPU_WHEELS ?= build/gpu-wheels
+GPU_PYTHON_VERSION ?= 3.12
+gpu-wheels:
+	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --implementation cp \
+	  --python-version $(GPU_PYTHON_VERSION) --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 --platform any --dest $(GPU_WHEELS) -r requirements-gpu.txt
+gpu-setup:
+	$(GPU_PYTHON) -m pip install $(PIP_FLAGS) $(if $(wildcard $(GPU_WHEELS)/*.whl),--no-index --find-links $(GPU_WHEELS)) \
+	  -r requirements-gpu.txt
 
 # On a CUDA machine, with the Python that has its CUDA build of torch (and pytest, pytest-xdist,
 # diffusers, flash-attn-4):
