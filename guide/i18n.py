@@ -96,9 +96,11 @@ ENGLISH = set("the and of is are to with that this for it on by be not which whe
 
 
 def prose(text: str):
-    """The sentences of the prose: no code, no markers, no link targets, no front matter."""
+    """The sentences of the prose: no code, no markers, no link targets, no front matter, and no
+    quotations (a program's message or an older guide's words, kept as written: as NOT_PROSE)."""
     text = re.sub(r"^\s*```.*?^\s*```", " ", text, flags=re.S | re.M)
     text = re.sub(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)|\{#[\w-]+\}|<[^>\n]+>|https?://\S+", " ", text)
+    text = re.sub(r'"[^"\n]*"|“[^”\n]*”', " ", text)
     return [s for s in re.split(r"(?<=[.!?。！？।:：])\s+|\n\s*\n|\|", text) if s.strip()]
 
 

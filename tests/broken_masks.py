@@ -147,6 +147,12 @@ def two_samples_of_three(b, h, q_idx, kv_idx):
 EXPECTED["two_samples_of_three"] = ("bounds", "fail")
 ARGS["two_samples_of_three"] = ["--batch", "3"]
 
+# bounds: same_segment's read past the lengths, checked with --batch 2: one sample reads past them too
+same_segment_in_a_batch = same_segment
+EXPECTED["same_segment_in_a_batch"] = ("bounds", "fail")
+LENGTHS["same_segment_in_a_batch"] = 1024
+ARGS["same_segment_in_a_batch"] = ["--batch", "2"]
+
 
 # not a mistake alone: a window per head whose first two heads agree (heads 0-3: 128, heads 4-7: 1024)
 head_pair_windows = torch.tensor([128] * 4 + [1024] * 4)

@@ -57,6 +57,19 @@ def test_english_prose_left_in_a_translation_is_found(docs, lang, sentence):
     assert any("English prose left" in p and sentence[:40] in p for p in i18n.problems(lang, "kernels.md"))
 
 
+@pytest.mark.parametrize("lang, sentence", [
+    ("zh", '编译后会报错中止，错误信息为 "torch.compile on CPU only supports inference and `return_lse` is not supported yet"。'),
+    ("hi", 'PyTorch इस त्रुटि के साथ रुकता है: “the backward pass is not supported on this device and will not run”।'),
+])
+def test_a_quoted_program_message_is_not_english_prose_but_the_same_words_unquoted_are(docs, lang, sentence):
+    path = docs / lang / "kernels.md"
+    text = path.read_text()
+    path.write_text(text + f"\n{sentence}\n")
+    assert not any("English prose left" in p for p in i18n.problems(lang, "kernels.md"))
+    path.write_text(text + "\n" + sentence.replace('"', "").replace("“", "").replace("”", "") + "\n")
+    assert any("English prose left" in p for p in i18n.problems(lang, "kernels.md"))
+
+
 def test_structure_differences_are_named(docs):
     path = docs / "pt" / "index.md"
     text = path.read_text()

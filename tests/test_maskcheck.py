@@ -56,6 +56,9 @@ def test_each_broken_mask_is_reported_by_its_check_only(capsys, ran, name):
     assert lines[-1] == f"1 finding ({int(status == 'fail')} fail, {int(status == 'warn')} warn)"
     # a read past the end names the lengths, or the samples or heads where one entry each reads nothing past it
     assert (check == "bounds" and "indexed by the sample or head" in line) == (name == "two_samples_of_three")
+    assert (check == "bounds" and "at the given lengths 1024 x 1024" in line) == (name.startswith("same_segment"))
+    if name == "two_samples_of_three":  # the line names what was given
+        assert "with --batch 3, not with one sample and head" in line, line
     if check in ("trace", "bounds"):  # nothing else can run (a read past the end stops the trace)
         assert all(s == "skip" for c, s in found.items() if c != check), lines
 
