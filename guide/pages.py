@@ -23,7 +23,8 @@ OBSERVED = re.compile(r"^ *<!-- observed: ([\w.]+)( gpu)?(?: picture)? -->$", re
 FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*(\w*)[^\n]*\n(.*?)^\1\2[ \t]*$\n?", re.M | re.S)
 TIERS = ("cpu", "gpu")
 # Top-level modules of page code, as the packages a reader installs (torch: the oldest with FlexAttention).
-PACKAGES = {"torch": "torch>=2.5", "diffusers": "diffusers==0.42.1", "triton": "triton",
+PACKAGES = {"torch": "torch>=2.5", "diffusers": "diffusers==0.42.1", "transformers": "transformers==5.23.0",
+            "triton": "triton",
             "numpy": "numpy", "matplotlib": "matplotlib"}
 
 

@@ -157,7 +157,7 @@ def environment(name: str) -> dict:
         "platform": f"{platform.system()} {platform.machine()}",
         "torch": torch.__version__,
     }
-    env.update(_versions("diffusers"))
+    env.update(_versions("diffusers", "transformers"))
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         env.update(gpu=torch.cuda.get_device_name(), compute_capability=f"{major}.{minor}",

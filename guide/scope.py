@@ -21,7 +21,7 @@ that version's API as read from its source (claims/torch_api.yaml), recorded as 
 import re
 
 # The keys a scope may have, and where their values come from: the record's environment or `ran`.
-FROM_ENVIRONMENT = ("devices", "torch", "diffusers")
+FROM_ENVIRONMENT = ("devices", "torch", "diffusers", "transformers")
 FROM_TESTS = ("since", "dtypes", "head_dims", "lengths", "batch", "heads", "backends", "modes", "passes",
               "flash_attn_4", "simpletuner")
 KEYS = FROM_ENVIRONMENT + FROM_TESTS
@@ -34,7 +34,7 @@ CHOICES = {
     "passes": ("forward", "backward"),
 }
 NUMBERS = ("head_dims", "lengths", "batch", "heads")
-VERSIONS = ("torch", "since", "diffusers", "flash_attn_4", "simpletuner")
+VERSIONS = ("torch", "since", "diffusers", "transformers", "flash_attn_4", "simpletuner")
 RAN_KEYS = FROM_TESTS[1:] + ("torch_api", "inputs")  # what a test may record; `since` is covered by torch_api
 
 
@@ -105,8 +105,9 @@ def ran(tests_by_env: dict, environments: dict) -> dict:
         environment = environments[env]
         found.setdefault("devices", set()).add(device(environment))
         found.setdefault("torch", set()).add(minor(environment.get("torch", "")))
-        if environment.get("diffusers"):
-            found.setdefault("diffusers", set()).add(environment["diffusers"])
+        for package in ("diffusers", "transformers"):  # the versions the record's stamp names
+            if environment.get(package):
+                found.setdefault(package, set()).add(environment[package])
         for entry in tests.values():
             for key, vals in entry.get("ran", {}).items():
                 found.setdefault("since" if key == "torch_api" else key, set()).update(

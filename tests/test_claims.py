@@ -302,6 +302,16 @@ def test_a_scope_wider_than_its_tests_fails_naming_what_was_not_run(monkeypatch)
     assert scoped(monkeypatch, base, gpu_ran=None) != [], "a record without what its tests ran covers nothing"
 
 
+@pytest.mark.parametrize("package", ["diffusers", "transformers"])
+def test_a_library_version_in_a_scope_is_one_a_passing_record_stamped(monkeypatch, package):
+    """The H100 record's stamp names the package's version: a scope may name that version, not another."""
+    monkeypatch.setitem(H100, package, "5.17.0")
+    base = {"devices": ["H100"], "torch": ["2.11"]}
+    assert scoped(monkeypatch, {**base, package: ["5.17.0"]}, gpu_ran={"dtypes": ["bfloat16"]}) == []
+    problems = scoped(monkeypatch, {**base, package: ["5.23.0"]}, gpu_ran={"dtypes": ["bfloat16"]})
+    assert len(problems) == 1 and problems[0].startswith(f"claim 'x': scope {package} names 5.23.0"), problems
+
+
 def test_a_scope_is_written_with_known_keys_and_values(monkeypatch):
     from guide import scope
 

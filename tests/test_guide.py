@@ -171,12 +171,13 @@ def test_the_environment_stamp_names_the_versions_the_libraries_report():
 
     import diffusers
     import torch
+    import transformers
 
     from guide import records
 
     stamp = records.environment("x")
-    assert (stamp["torch"], stamp["diffusers"], stamp["python"]) == \
-        (torch.__version__, diffusers.__version__, platform.python_version())
+    assert (stamp["torch"], stamp["diffusers"], stamp["transformers"], stamp["python"]) == \
+        (torch.__version__, diffusers.__version__, transformers.__version__, platform.python_version())
     if torch.cuda.is_available():
         import triton
 
@@ -333,3 +334,13 @@ def test_every_module_make_mutate_runs_has_a_config_whose_gpu_only_functions_exi
         assert "line-filter" not in settings["cosmic-ray"].get("filters", {}), f"{module}: use [guide] gpu-only"
         source = (ROOT / "snippets" / f"{module}.py").read_text(encoding="utf-8")
         mutate.kept_lines(source, settings.get("guide", {}).get("gpu-only", []))
+
+
+def test_a_notebooks_install_line_pins_what_requirements_txt_pins():
+    """The packages a downloaded notebook asks for (guide.pages.PACKAGES) at the versions the tests ran."""
+    from guide import pages
+
+    pinned = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    for module, requirement in pages.PACKAGES.items():
+        if "==" in requirement:
+            assert requirement in pinned, (module, requirement)

@@ -23,7 +23,7 @@ def env_name(env: dict) -> str:
 
 # The order in which a scope is told, and how each key's values read.
 ORDER = ("devices", "torch", "dtypes", "head_dims", "lengths", "batch", "heads", "backends", "modes", "passes",
-         "diffusers", "flash_attn_4", "simpletuner")
+         "diffusers", "transformers", "flash_attn_4", "simpletuner")
 SHORT = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16",
          "triton": "Triton", "flash": "FLASH", "cudnn": "cuDNN", "fa2": "FA2", "efficient": "efficient", "math": "math"}
 

@@ -20,6 +20,7 @@ def stamp(env):
              f"torch {env.get('torch')}", env.get("cuda") and f"CUDA {env['cuda']}",
              env.get("triton") and f"Triton {env['triton']}",
              env.get("diffusers") and f"diffusers {env['diffusers']}",
+             env.get("transformers") and f"transformers {env['transformers']}",
              f"Python {env.get('python')}", env.get("date") and numbers.date(env["date"])]
     return ", ".join(p for p in parts if p)
 
