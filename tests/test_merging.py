@@ -191,6 +191,8 @@ def test_program_prints_the_gaps_and_the_empty_query(observe):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 5, result.stdout
+    assert lines[0].startswith("log-sum-exp against torch.logsumexp of the scores: ")
+    assert [line.split(":")[0] for line in lines[1:4]] == ["1 part(s)", "2 part(s)", "4 part(s)"], lines
     gaps = [float(x) for line in lines[:4] for x in re.findall(r"\d\.\de[-+]\d\d", line)]
     assert len(gaps) == 7 and max(gaps) < 1e-12, result.stdout
     assert lines[4] == "query 0, no key: over all keys 0.0 and -inf, merged from 4 parts 0.0 and -inf"
