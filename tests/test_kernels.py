@@ -229,7 +229,9 @@ def test_warm_up_runs_the_backward_pass_by_default(monkeypatch):
 def test_which_calls_generate_kernels(ran):
     """Counted by torch._dynamo on the CPU: the first call compiles, the same call again does not,
     a new dtype, mask_mod or score_mod compiles again, a second sequence length compiles once more and
-    a third does not; a new number of heads or head dimension compiles again, each time."""
+    a third on the same side of 128 tokens does not, while one on the other side compiles once more
+    (both ways: shorter after longer, longer after shorter); a new number of heads or head dimension
+    compiles again, each time."""
     import torch
     from torch._dynamo.utils import counters
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -253,9 +255,18 @@ def test_which_calls_generate_kernels(ran):
         assert call(dtype=torch.bfloat16, mask_mod=lambda b, h, q, k: q - k < 64) == 3, "new mask_mod: compiled again"
         assert call(tokens=256) == 4, "a second length: compiled once more, dynamic"
         assert call(tokens=384) == 4, "a third length: reused"
-        assert call(heads=4) == 5, "a second number of heads: compiled again"
-        assert call(heads=8) == 6, "a third number of heads: compiled again (heads do not become dynamic)"
-        assert call(head_dim=32) == 7, "a second head dimension: compiled again"
-        assert call(head_dim=16) == 8, "a third head dimension: compiled again"
-        assert call(score_mod=lambda score, b, h, q, k: score * 0.5) == 9, "new score_mod: compiled again"
-        assert call(tokens=512) == 9, "a fourth length: still reused"
+        assert call(tokens=129) == 4, "a length above 128 tokens, as the second: reused"
+        assert call(tokens=100) == 5, "a length at or below 128 tokens, unlike the second: compiled once more"
+        assert call(tokens=64) == 5, "another length at or below 128: reused"
+        assert call(heads=4) == 6, "a second number of heads: compiled again"
+        assert call(heads=8) == 7, "a third number of heads: compiled again (heads do not become dynamic)"
+        assert call(head_dim=32) == 8, "a second head dimension: compiled again"
+        assert call(head_dim=16) == 9, "a third head dimension: compiled again"
+        assert call(score_mod=lambda score, b, h, q, k: score * 0.5) == 10, "new score_mod: compiled again"
+        assert call(tokens=512) == 10, "a fourth length: still reused"
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(flex_attention)
+    assert [call(tokens) for tokens in (256, 384, 128, 1000)] == [1, 2, 3, 3], \
+        "lengths above 128 first: 128 compiles once more, and then 1000 reuses one of the two"
