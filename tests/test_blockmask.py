@@ -1,0 +1,169 @@
+"""The BlockMask's life (snippets/blockmask.py) against blocks worked out position by position in plain
+Python, FlexAttention's own outputs, and counted builds."""
+import re
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from snippets import blockmask
+from tests.helpers import python
+
+DOCUMENTS = [0] * 300 + [1] * 450 + [2] * 274  # 1024 tokens; the first 1000 for 1000 tokens
+DOCUMENT_IDS = torch.tensor(DOCUMENTS)
+RULES = {  # each mask as a plain-Python rule of two ints, and as a mask_mod
+    "causal": (lambda i, j: i >= j, blockmask.causal),
+    "sliding window 256": (lambda i, j: 0 <= i - j < 256, lambda b, h, q, k: (q >= k) & (q - k < 256)),
+    "documents": (lambda i, j: DOCUMENTS[i] == DOCUMENTS[j] and i >= j,
+                  lambda b, h, q, k: (DOCUMENT_IDS[q] == DOCUMENT_IDS[k]) & (q >= k)),
+}
+
+
+def blocks_by_hand(rule, tokens, size):
+    """(computed, full) block grids: a block is computed when one position in it is allowed, and full when
+    every position is allowed and inside the length; positions past the length are masked."""
+    n = -(-tokens // size)
+    computed = [[False] * n for _ in range(n)]
+    full = [[True] * n for _ in range(n)]
+    for bi in range(n):
+        for bj in range(n):
+            for i in range(bi * size, (bi + 1) * size):
+                for j in range(bj * size, (bj + 1) * size):
+                    allowed = i < tokens and j < tokens and rule(i, j)
+                    computed[bi][bj] |= allowed
+                    full[bi][bj] &= allowed
+    return torch.tensor(computed), torch.tensor(full)
+
+
+@pytest.mark.parametrize("size", [128, 64])
+@pytest.mark.parametrize("tokens", [1000, 1024])
+@pytest.mark.parametrize("mask", list(RULES))
+def test_the_blocks_are_those_worked_out_position_by_position(mask, tokens, size, ran):
+    """to_dense() marks the computed blocks; kv_num_blocks/kv_indices hold the partial ones (mask_mod
+    applied) and full_kv_num_blocks/full_kv_indices the full ones; sparsity() is 100 x (1 - computed
+    blocks x block area / (tokens x tokens)): the share of blocks not computed when the length is a
+    multiple of the block size, less than it otherwise."""
+    rule, mask_mod = RULES[mask]
+    block_mask = create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu", BLOCK_SIZE=size)
+    computed, full = blocks_by_hand(rule, tokens, size)
+    assert torch.equal(block_mask.to_dense()[0, 0].bool(), computed)
+    partial = computed & ~full
+    for row in range(computed.shape[0]):
+        count, full_count = int(block_mask.kv_num_blocks[0, 0, row]), int(block_mask.full_kv_num_blocks[0, 0, row])
+        assert sorted(block_mask.kv_indices[0, 0, row, :count].tolist()) == partial[row].nonzero().flatten().tolist()
+        assert sorted(block_mask.full_kv_indices[0, 0, row, :full_count].tolist()) == \
+            full[row].nonzero().flatten().tolist()
+    share = 100 * (1 - computed.float().mean().item())
+    assert block_mask.sparsity() == pytest.approx(100 * (1 - computed.sum().item() * size * size / tokens ** 2))
+    assert block_mask.sparsity() == pytest.approx(share) if tokens % size == 0 else block_mask.sparsity() < share
+    ran(lengths=tokens, inputs=mask, batch=1, heads=1)
+
+
+def test_a_block_past_the_length_is_never_full():
+    """At 1000 tokens the last row and column of 128-token blocks reach past the length: none is full,
+    though every position of the causal mask's first block in the last row is allowed. sparsity() of a
+    mask that masks nothing is then negative, and of one that masks everything 100."""
+    block_mask = create_block_mask(blockmask.causal, None, None, 1000, 1000, device="cpu")
+    assert block_mask.full_kv_num_blocks[0, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 0]
+    assert block_mask.kv_num_blocks[0, 0].tolist() == [1, 1, 1, 1, 1, 1, 1, 8]
+    everything = create_block_mask(lambda b, h, q, k: q >= 0, None, None, 1000, 1000, device="cpu")
+    assert everything.sparsity() == pytest.approx(100 * (1 - 64 * 128 * 128 / 1000 ** 2)) and everything.sparsity() < -4.8
+    nothing = create_block_mask(lambda b, h, q, k: q < 0, None, None, 1000, 1000, device="cpu")
+    assert nothing.sparsity() == 100
+
+
+def test_flex_attention_leaves_the_block_mask_as_it_was(ran):
+    """Every layer can be given the same BlockMask: FlexAttention, eager and compiled, forward, does not
+    change its tensors, block size, lengths or mask_mod."""
+    block_mask = create_block_mask(RULES["documents"][1], None, None, 1000, 1000, device="cpu")
+    before = [t.clone() for t in block_mask.as_tuple() if isinstance(t, torch.Tensor)]
+    kept = (block_mask.BLOCK_SIZE, block_mask.seq_lengths, block_mask.mask_mod)
+    q = torch.randn(1, 2, 1000, 64)
+    for attention in (flex_attention, torch.compile(flex_attention)):
+        for _ in range(3):  # three layers
+            attention(q, q, q, block_mask=block_mask)
+    after = [t for t in block_mask.as_tuple() if isinstance(t, torch.Tensor)]
+    assert len(after) == len(before) and all(torch.equal(a, b) for a, b in zip(after, before))
+    assert (block_mask.BLOCK_SIZE, block_mask.seq_lengths, block_mask.mask_mod) == kept
+    ran(lengths=1000, modes=["eager", "compiled"], passes="forward", dtypes=torch.float32, inputs="documents")
+
+
+def test_the_cached_builder_builds_once_per_length(monkeypatch):
+    """Counted with create_block_mask replaced by a counting wrapper: two calls at 4096 tokens build
+    once and return the same object; another length builds again; 16 lengths are kept."""
+    built = []
+    real = blockmask.create_block_mask
+    monkeypatch.setattr(blockmask, "create_block_mask", lambda *a, **k: built.append(a[3]) or real(*a, **k))
+    blockmask.causal_block_mask.cache_clear()
+    first = blockmask.causal_block_mask(4096)
+    assert blockmask.causal_block_mask(4096) is first and built == [4096]
+    assert blockmask.causal_block_mask(2048) is not first and built == [4096, 2048]
+    for tokens in range(128, 128 * 15, 128):  # 14 lengths more: 16 in all, each kept
+        blockmask.causal_block_mask(tokens)
+    assert blockmask.causal_block_mask(4096) is first and len(built) == 16, "up to 16 kept"
+    blockmask.causal_block_mask.cache_clear()
+
+
+@pytest.mark.parametrize("mask", ["causal", "documents"])
+@pytest.mark.parametrize("tokens", [1000, 1024])
+def test_the_compiled_builder_builds_the_same_blocks(mask, tokens, ran):
+    """torch.compile(create_block_mask), on its second call at a length (the first compiles), gives eager's
+    BlockMask: every tensor, the block size and the shape."""
+    mask_mod = RULES[mask][1]
+    eager = create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu")
+    blockmask.compiled_create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu")
+    compiled = blockmask.compiled_create_block_mask(mask_mod, None, None, tokens, tokens, device="cpu")
+    assert compiled.BLOCK_SIZE == eager.BLOCK_SIZE and compiled.shape == eager.shape
+    pairs = [(a, b) for a, b in zip(eager.as_tuple(), compiled.as_tuple()) if isinstance(a, torch.Tensor)]
+    assert len(pairs) >= 4 and all(torch.equal(a, b) for a, b in pairs)
+    ran(lengths=tokens, inputs=mask)
+
+
+def test_compile_true_is_deprecated_in_favour_of_torch_compile():
+    with pytest.warns(Warning, match=r"we suggest doing torch\.compile\(create_block_mask\)"):
+        create_block_mask(blockmask.causal, None, None, 256, 256, device="cpu", _compile=True)
+
+
+def test_program_prints_the_blocks_and_the_build_times(observe, ran):
+    """The page's program: the causal BlockMask at 1000 tokens, the cached builder, the build times (on
+    this machine, _compile=True is faster than eager at 4096 and 16384 tokens: the median of five builds,
+    after one that compiles), and the rebuilt BlockMask."""
+    result = python("-W ignore -m snippets.blockmask", timeout=900)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("shape (1, 1, 1000, 1000), BLOCK_SIZE (128, 128), sparsity() 41.0, skipped blocks 43.75%\n")
+    assert "blocks computed with the mask_mod, per row:    [1, 1, 1, 1, 1, 1, 1, 8]" in out
+    assert "True CacheInfo(hits=1, misses=1, maxsize=16, currsize=1)" in out
+    number = r"([\d.]+) \(([\d.]+)-([\d.]+)\)"
+    rows = re.findall(rf"^ *(\d+) tokens: eager +{number}, torch.compile +{number}, +([\d.]+)x$", out, re.M)
+    times = {int(t): [float(x) for x in rest] for t, *rest in rows}
+    assert set(times) == {1024, 4096, 16384}, out
+    for eager, low, high, compiled, c_low, c_high, ratio in times.values():
+        assert low <= eager <= high and c_low <= compiled <= c_high, out  # a median between the extremes
+        assert (eager - 0.05) / (compiled + 0.05) - 0.05 <= ratio <= (eager + 0.05) / (compiled - 0.05) + 0.05, out
+    assert all(times[t][3] < times[t][0] for t in (4096, 16384)), times
+    assert out.rstrip("\n").endswith("(1, 1, 1000, 1000) True")
+    observe("blockmask.holds", out.split("True CacheInfo")[0].rstrip("\n"))
+    observe("blockmask.once", next(line for line in out.splitlines() if "CacheInfo" in line))
+    observe("blockmask.build_times", "\n".join(line for line in out.splitlines()
+                                               if "tokens:" in line or line.startswith("causal BlockMask")))
+    observe("blockmask.from_kv_blocks", out.rstrip("\n").splitlines()[-1])
+    ran(lengths=[1024, 4096, 16384], inputs="causal")
+
+
+def test_without_seq_lengths_the_rebuilt_mask_has_the_block_grid_shape_and_flex_refuses_it(ran):
+    """from_kv_blocks without seq_lengths: shape 1024 x 1024 for 1000 tokens, and FlexAttention at 1000
+    tokens raises ValueError, eager and compiled; with seq_lengths it gives the original's output."""
+    block_mask = create_block_mask(blockmask.causal, None, None, 1000, 1000, device="cpu")
+    bare = type(block_mask).from_kv_blocks(block_mask.kv_num_blocks, block_mask.kv_indices,
+                                           block_mask.full_kv_num_blocks, block_mask.full_kv_indices,
+                                           mask_mod=blockmask.causal)
+    assert bare.shape == (1, 1, 1024, 1024)
+    q = torch.randn(1, 2, 1000, 64)
+    rebuilt = blockmask.from_blocks(block_mask, blockmask.causal, 1000, 1000)
+    torch._dynamo.reset()
+    for attention in (flex_attention, torch.compile(flex_attention)):  # the compiled one fresh: its first calls
+        assert torch.equal(attention(q, q, q, block_mask=rebuilt), attention(q, q, q, block_mask=block_mask))
+        with pytest.raises(ValueError, match="block_mask was created for"):  # (a refused call may leave it eager)
+            attention(q, q, q, block_mask=bare)
+    ran(lengths=1000, modes=["eager", "compiled"], passes="forward", dtypes=torch.float32, inputs="causal")
