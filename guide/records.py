@@ -158,6 +158,7 @@ def environment(name: str) -> dict:
         "torch": torch.__version__,
     }
     env.update(_versions("diffusers", "transformers"))
+    env["test_tools"] = _versions("pytest", "pytest-xdist", "hypothesis")  # what ran the tests
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         env.update(gpu=torch.cuda.get_device_name(), compute_capability=f"{major}.{minor}",

@@ -2,9 +2,39 @@
 GPU), or with --gpu the GPU tier (a CUDA GPU, a CUDA build of torch, and the packages its tests use)."""
 import importlib.metadata as md
 import importlib.util
+import re
 import sys
 
+from guide import project
 from guide.project import GuideError
+
+
+def pins(text: str) -> dict:
+    """{package: version} of a requirements file whose every requirement is `name==version`."""
+    found = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+            if not match:
+                raise GuideError(f"requirements-gpu.txt: {line!r} is not pinned as name==version",
+                                 "pin it, as every other line is")
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def unmet(wanted: dict) -> list:
+    """'name==version (found X)' or '(not installed)' for each pin this Python does not have."""
+    problems = []
+    for package, version in wanted.items():
+        try:
+            found = md.version(package)
+        except md.PackageNotFoundError:
+            problems.append(f"{package}=={version} (not installed)")
+            continue
+        if found != version:
+            problems.append(f"{package}=={version} (found {found})")
+    return problems
 
 
 def check(gpu: bool = False) -> str:
@@ -20,12 +50,13 @@ def check(gpu: bool = False) -> str:
         if not torch.cuda.is_available():
             raise GuideError(f"no CUDA GPU visible to torch {torch.__version__}",
                              "run `make verify-gpu` on a CUDA machine, with GPU_PYTHON set to its CUDA Python")
-        packages = {"pytest": "pytest", "xdist": "pytest-xdist", "diffusers": "diffusers", "hypothesis": "hypothesis",
-                    "yaml": "pyyaml"}  # module: the package that installs it
-        missing = [package for module, package in packages.items() if importlib.util.find_spec(module) is None]
-        if missing:
-            raise GuideError(f"the GPU tier needs {', '.join(missing)}",
-                             f"{sys.executable} -m pip install {' '.join(missing)} -c constraints.txt")
+        problems = unmet(pins(project.path("requirements-gpu.txt").read_text(encoding="utf-8")))
+        if importlib.util.find_spec("yaml") is None:  # the CUDA machine's own, not pinned there
+            problems.append("pyyaml (not installed)")
+        if problems:
+            shown = ", ".join(problems[:6]) + (f" and {len(problems) - 6} more" if len(problems) > 6 else "")
+            raise GuideError(f"the GPU tier needs {shown}",
+                             f"make gpu-setup GPU_PYTHON={sys.executable} (the pins of requirements-gpu.txt)")
         try:
             flash = importlib.util.find_spec("flash_attn.cute") is not None
         except ModuleNotFoundError:

@@ -209,7 +209,10 @@ def test_a_run_spread_over_workers_starts_the_longest_tests_first(monkeypatch):
     assert [i.nodeid for i in items] == ["a", "d", "f", "g", "e", "c", "h", "b"]
 
 
-def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monkeypatch):
+def test_setup_for_the_gpu_tier_names_each_unmet_pin_and_the_install(monkeypatch):
+    """Every pin of requirements-gpu.txt is checked against the installed version: a missing package and
+    another version are each named, in one line whose fix is make gpu-setup."""
+    import importlib.metadata
     import importlib.util
 
     import torch
@@ -217,13 +220,43 @@ def test_setup_for_the_gpu_tier_names_each_missing_package_and_its_install(monke
     from guide import setup_check
     from guide.project import GuideError
 
+    wanted = setup_check.pins((ROOT / "requirements-gpu.txt").read_text(encoding="utf-8"))
+    assert {"pytest", "pytest-xdist", "hypothesis", "diffusers", "nbclient"} <= set(wanted), wanted
+
+    def version_of(package):
+        if package == "pytest-xdist":
+            raise importlib.metadata.PackageNotFoundError(package)
+        return "0.0.1" if package == "hypothesis" else wanted[package]
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.metadata, "version", version_of)
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("xdist", "yaml") else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "yaml" else real(name, *a))
     with pytest.raises(GuideError) as error:
         setup_check.check(gpu=True)
-    assert str(error.value).startswith("the GPU tier needs pytest-xdist, pyyaml")
-    assert "pip install pytest-xdist pyyaml -c constraints.txt" in str(error.value) and "\n" not in str(error.value)
+    message = str(error.value)
+    assert message.startswith(f"the GPU tier needs pytest-xdist=={wanted['pytest-xdist']} (not installed), "
+                              f"hypothesis=={wanted['hypothesis']} (found 0.0.1), pyyaml (not installed)"), message
+    assert "make gpu-setup GPU_PYTHON=" in message and "\n" not in message
+
+
+def test_the_stamp_names_the_test_tools_that_ran():
+    import importlib.metadata
+
+    from guide import records
+
+    tools = records.environment("x")["test_tools"]
+    assert tools == {name: importlib.metadata.version(name) for name in ("pytest", "pytest-xdist", "hypothesis")}
+
+
+def test_an_unpinned_gpu_requirement_is_refused_in_one_line():
+    from guide import setup_check
+    from guide.project import GuideError
+
+    assert setup_check.pins("# tools\npytest==9.2.0  # the runner\n\nhypothesis==6.1\n") == \
+        {"pytest": "9.2.0", "hypothesis": "6.1"}
+    with pytest.raises(GuideError, match=r"'diffusers>=0.40' is not pinned as name==version"):
+        setup_check.pins("pytest==9.2.0\ndiffusers>=0.40\n")
 
 
 def test_the_gpu_tier_on_a_machine_without_a_gpu_stops_before_any_test_in_one_line():
