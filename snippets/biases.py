@@ -111,12 +111,20 @@ def backward(attention, q, k, v, param, grad_out):
     return [out.detach()] + [x.grad for x in leaves]
 
 
+def compiled_flex():
+    """flex_attention compiled from a fresh start. Dynamo keeps what it compiled for flex_attention for the
+    whole process, so without the reset the lengths and dtypes of earlier experiments would change how
+    this one compiles."""
+    torch._dynamo.reset()
+    return torch.compile(flex_attention)
+
+
 def gradients(dtype, head_dim=64, tokens=1024, heads=4, bias="table"):
     """One forward and backward of compiled FlexAttention with a learnable bias on the GPU, and the
     relative errors of the output and of every gradient against float64 dense attention with autograd,
     from the same rounded inputs. bias: "table" (relative_bias), "alibi" (the slopes through a table) or
     "alibi_per_head" (the slopes read in the score_mod)."""
-    compiled = torch.compile(flex_attention)
+    compiled = compiled_flex()
     q, k, v, table = inputs(tokens, heads, head_dim, dtype, "cuda")
     slopes = torch.tensor([2 ** (-8 * (h + 1) / heads) for h in range(heads)], device="cuda").to(dtype)
     param = table if bias == "table" else slopes
@@ -152,7 +160,7 @@ def describe_gradients():
 # --8<-- [start:repeat]
 def repeatability(runs=5, tokens=1024, heads=4, head_dim=64, dtype=torch.float32):
     """The same forward and backward `runs` times: which results are bitwise the same each time."""
-    compiled = torch.compile(flex_attention)
+    compiled = compiled_flex()
     q, k, v, table = inputs(tokens, heads, head_dim, dtype, "cuda")
     q, k, v, table = (x.requires_grad_() for x in (q, k, v, table))
     block_mask = create_block_mask(causal, None, None, tokens, tokens, device="cuda")
@@ -177,7 +185,7 @@ def describe_repeatability(runs=5, dtype=torch.float32):
 # --8<-- [start:flash]
 def flash_answer(tokens=1024, heads=4, head_dim=128):
     """The FLASH backend (flash-attn-4) with a table that requires grad, and with the same table frozen."""
-    compiled = torch.compile(flex_attention)
+    compiled = compiled_flex()
     q, k, v, table = inputs(tokens, heads, head_dim, torch.bfloat16, "cuda")
     q.requires_grad_()
     block_mask = create_block_mask(causal, None, None, tokens, tokens, device="cuda")
@@ -204,7 +212,7 @@ def cost(batch=4, tokens=4096, heads=16, head_dim=64, dtype=torch.bfloat16):
 
     import torch.nn.functional as F
 
-    compiled = torch.compile(flex_attention)
+    compiled = compiled_flex()
     q, k, v, table = inputs(tokens, heads, head_dim, dtype, "cuda", batch=batch)
     slopes = torch.tensor([2 ** (-8 * (h + 1) / heads) for h in range(heads)], device="cuda").to(dtype)
     params = [x.requires_grad_() for x in (q, k, v, table, slopes)]
