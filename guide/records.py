@@ -30,9 +30,12 @@ def folder() -> Path:
     return project.path("records")
 
 
-def sources(topic: str) -> list:
-    """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured."""
+def sources(topic: str, page: str = "") -> list:
+    """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured.
+    A test of one page (`page`: its file name) depends on that page's files alone (page_sources)."""
     snippets = project.path("snippets")
+    if topic == "pages" and project.path("docs", "en", page).is_file():
+        return page_sources(page)
     if topic == "pages":  # the pages as programs: the English pages and all the code they include
         files = (sorted(project.path("docs", "en").glob("*.md")) + sorted(snippets.rglob("*.py"))
                  + sorted(snippets.rglob("*.sh")) + sorted(snippets.glob("configs/*"))
@@ -43,6 +46,28 @@ def sources(topic: str) -> list:
         files += sorted((snippets / "configs").glob("*"))
     files = [f for f in files if f.exists()]
     return files + [snippets / "_cli.py"] if files else []
+
+
+def page_sources(page: str) -> list:
+    """What one page's program and its shell commands run: the English page, the interface words, the
+    snippet files it names, the snippet modules it runs (python -m snippets.X or python -m snippets X;
+    every module for python -m snippets alone, which lists them) and the modules those import (from
+    snippets import Y), and the package's entry points."""
+    snippets = project.path("snippets")
+    files = {project.path("docs", "en", page), project.path("words", "en.yaml"),
+             snippets / "__init__.py", snippets / "__main__.py", snippets / "_cli.py"}
+    todo = [project.path("docs", "en", page)]
+    while todo:
+        text = todo.pop().read_text(encoding="utf-8")
+        named = {snippets / name for name in re.findall(r"\bsnippets/([\w./-]+\.\w+)", text)}
+        named |= {snippets / f"{name}.py" for name in re.findall(r"\bsnippets\.(\w+)", text)}
+        named |= {snippets / f"{name}.py" for name in re.findall(r"\bfrom snippets import (\w+)", text)}
+        named |= {snippets / f"{name}.py" for name in re.findall(r"python3? -m snippets (\w+)", text)}
+        if re.search(r"python3? -m snippets[ \t]*$", text, re.MULTILINE):  # the list of every module
+            named |= set(snippets.glob("*.py"))
+        todo += [f for f in named - files if f.is_file() and f.suffix in (".py", ".sh")]
+        files |= named
+    return sorted(f for f in files if f.is_file())
 
 
 def topic_of(key: str) -> str:
@@ -80,7 +105,7 @@ def _test_modules_used(module: str, mtime_ns: int) -> tuple:
 
 def source_hash(key: str) -> str:
     """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench')."""
-    files = sources(topic_of(key)) + (test_sources(key) if "::" in key else [])
+    files = sources(topic_of(key), parameter(key).split("-")[0]) + (test_sources(key) if "::" in key else [])
     base = project.root()
     return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files),
                    key.split("::")[0] if "::" in key else "", _function_of(key))

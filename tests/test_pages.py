@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -349,3 +350,45 @@ def test_gpu_notebook_runs(page, tmp_path):
     nb = execute(nb, tmp_path)
     printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert printed.strip(), "the notebook ran but printed nothing"
+
+
+def test_a_pages_record_depends_on_what_its_program_and_commands_run(checkout):
+    """A page's tests are due again when a file its program or its commands run changes, and only then.
+    The oracle for the commands: the standard library's ModuleFinder, which reads each module's
+    bytecode for the imports it makes (functions' own imports too), and the files the commands are given."""
+    from modulefinder import ModuleFinder
+
+    for page in sorted(set(PROGRAMS) | {p for p in map(os.path.basename, (ROOT / "docs" / "en").glob("*.md"))
+                                        if pages.commands(p)}):
+        files = {f.relative_to(checkout).as_posix() for f in records.page_sources(page)}
+        assert {f"docs/en/{page}", "words/en.yaml"} <= files
+        assert set(SAVED.get(page, {}).values()) - {None} <= files, page
+        for command in pages.commands(page):
+            module = re.match(r"python3? -m snippets(?:\.(\w+)| (\w+))?", command)
+            finder = ModuleFinder(path=[str(checkout)])
+            finder.run_script(str(checkout / "snippets" / f"{module[1] or module[2] or '__main__'}.py"))
+            ran = {Path(m.__file__).relative_to(checkout).as_posix() for name, m in finder.modules.items()
+                   if name.startswith("snippets") and m.__file__}
+            assert ran <= files, f"{page}: {command} runs {sorted(ran - files)}"
+
+    def hashes():
+        return {p: records.source_hash(f"tests/test_pages.py::test_cpu_page_runs_as_one_script[{p}]")
+                for p in ("biases.md", "blockmask.md", "performance.md")}
+
+    records._digest.cache_clear()
+    before = hashes()
+    (checkout / "docs" / "en" / "new.md").write_text('--8<-- "snippets/shell/new.sh"\n', encoding="utf-8")
+    (checkout / "snippets" / "shell" / "new.sh").write_text("python -m snippets new --fast\npython3 -m snippets\n",
+                                                                encoding="utf-8")
+    (checkout / "snippets" / "new.py").write_text("def main():\n    from snippets import newer\n", encoding="utf-8")
+    (checkout / "snippets" / "newer.py").write_text("print(1)\n", encoding="utf-8")
+    assert {"snippets/shell/new.sh", "snippets/newer.py", "snippets/biases.py"} <= \
+        {f.relative_to(checkout).as_posix() for f in records.page_sources("new.md")}  # biases: listed
+    assert hashes() == before  # a new page stales no other page's tests
+    with open(checkout / "snippets" / "blockmask.py", "a", encoding="utf-8") as f:
+        f.write("# changed\n")
+    with open(checkout / "snippets" / "gallery.py", "a", encoding="utf-8") as f:
+        f.write("# changed\n")  # performance.md runs it through snippets/bench.py's import
+    after = hashes()
+    assert after["biases.md"] == before["biases.md"]
+    assert after["blockmask.md"] != before["blockmask.md"] and after["performance.md"] != before["performance.md"]
