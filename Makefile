@@ -109,7 +109,7 @@ clean:
 # survives them, the whole file.
 # `make mutate MUTATE=masks MUTATE_SAMPLE=0.5` runs one module on a seeded half of its mutants.
 # Sessions and reports: build/mutation/. A run killed midway can leave a mutant: git checkout -- snippets
-MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck merging huggingface biases blockmask
+MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck merging huggingface biases blockmask kernel_options
 MUTATE_SAMPLE ?= 1
 COSMIC_RAY ?= cosmic-ray==8.7.0
 mutate: setup
