@@ -58,10 +58,11 @@ record: setup browsers upstream
 
 # The GPU tier's packages (requirements-gpu.txt) for a CUDA machine: `make gpu-setup` installs them into
 # GPU_PYTHON from the index, or from GPU_WHEELS where that folder holds wheels, which `make gpu-wheels`
-# fills on a machine with a network, for GPU_PYTHON_VERSION on x86-64 Linux.
+# fills on a machine with a network, for GPU_PYTHON_VERSION on x86-64 Linux (with the upstream wheels the GPU
+# tier reads, build/upstream/: `make verify-gpu` downloads nothing).
 GPU_WHEELS ?= build/gpu-wheels
 GPU_PYTHON_VERSION ?= 3.12
-gpu-wheels:
+gpu-wheels: upstream
 	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --implementation cp \
 	  --python-version $(GPU_PYTHON_VERSION) --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 	  --platform manylinux2014_x86_64 --platform any --dest $(GPU_WHEELS) -r requirements-gpu.txt
@@ -83,7 +84,10 @@ gpu-setup:
 # FLASH kernels find them, as Inductor's and Triton's caches already are.
 GPU_PYTHON ?= python3
 GPU_WORKERS ?= 16
-verify-gpu: upstream
+verify-gpu:
+	@missing="error: %s is missing, and the GPU tier downloads nothing. Fix: run 'make upstream' on a machine"; \
+	  for wheel in $(SIMPLETUNER_WHEEL) $(FLASH_ATTN_4_WHEEL); do test -f $$wheel || { \
+	  printf "$$missing with a network and copy build/upstream/ to this checkout\n" $$wheel >&2; exit 1; }; done
 	TORCHINDUCTOR_COMPILE_THREADS=1 FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED=1 \
 	  $(GPU_PYTHON) -m pytest --gpu-tier --record auto -p no:cacheprovider -n $(GPU_WORKERS) --maxschedchunk 2
 

@@ -377,3 +377,13 @@ def test_a_notebooks_install_line_pins_what_requirements_txt_pins():
     for module, requirement in pages.PACKAGES.items():
         if "==" in requirement:
             assert requirement in pinned, (module, requirement)
+
+
+def test_the_gpu_tier_downloads_nothing_and_names_a_missing_upstream_wheel():
+    result = subprocess.run(["make", "-s", "verify-gpu", "SIMPLETUNER_WHEEL=build/upstream/missing.whl",
+                             "GPU_PYTHON=false"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.splitlines()[0] == (
+        "error: build/upstream/missing.whl is missing, and the GPU tier downloads nothing. Fix: run 'make upstream' "
+        "on a machine with a network and copy build/upstream/ to this checkout")
+    assert "pip" not in result.stdout + result.stderr  # no download tried
