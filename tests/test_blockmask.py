@@ -167,3 +167,17 @@ def test_without_seq_lengths_the_rebuilt_mask_has_the_block_grid_shape_and_flex_
         with pytest.raises(ValueError, match="block_mask was created for"):  # (a refused call may leave it eager)
             attention(q, q, q, block_mask=bare)
     ran(lengths=1000, modes=["eager", "compiled"], passes="forward", dtypes=torch.float32, inputs="causal")
+
+
+def test_build_times_are_the_median_fastest_and_slowest_of_the_counted_builds():
+    """build_ms against a builder whose build times are known: a first build of 200 ms, not counted,
+    then 40, 10, 50, 20 and 30 ms (median 30, fastest 10, slowest 50)."""
+    import time
+
+    sleeps = iter([0.2, 0.04, 0.01, 0.05, 0.02, 0.03])
+
+    def build(*args, **kwargs):
+        time.sleep(next(sleeps))
+
+    median, fastest, slowest = blockmask.build_ms(build, 1000)
+    assert 29 < median < 39 and 9 < fastest < 19 and 49 < slowest < 59, (median, fastest, slowest)
