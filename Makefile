@@ -43,11 +43,14 @@ $(FLASH_ATTN_4_WHEEL):
 	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
 	  --dest build/upstream flash-attn-4==4.0.0b36
 
+# The build prints only what an author acts on: -q keeps MkDocs' warnings and errors (INFO goes), and
+# NO_MKDOCS_2_WARNING=1 drops the theme's banner; serve keeps its INFO lines (the address, each rebuild).
+SITE ?= site
 serve: setup
-	$(PY) -m mkdocs serve -a 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 site: setup
-	$(PY) -m mkdocs build --strict -d site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -q -d $(SITE)
 
 test: setup browsers upstream
 	$(PY) -m pytest

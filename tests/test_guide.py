@@ -387,3 +387,13 @@ def test_the_gpu_tier_downloads_nothing_and_names_a_missing_upstream_wheel():
         "error: build/upstream/missing.whl is missing, and the GPU tier downloads nothing. Fix: run 'make upstream' "
         "on a machine with a network and copy build/upstream/ to this checkout")
     assert "pip" not in result.stdout + result.stderr  # no download tried
+
+
+def test_the_strict_build_prints_nothing_when_nothing_needs_the_authors_attention(tmp_path):
+    """make site prints MkDocs' warnings and errors alone: no INFO lines, no theme banner, no jieba
+    dictionary loading (the Chinese search's segmenter)."""
+    result = subprocess.run(["make", "-s", "site", f"SITE={tmp_path / 'site'}"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("setup ok")] == []
+    assert all((tmp_path / "site" / lang / "index.html").exists() for lang in ("", "zh", "pt", "hi"))

@@ -15,6 +15,7 @@ After the build, the search index is split into one per language (search.py).
 
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
+import logging
 from pathlib import Path
 
 import jinja2
@@ -55,6 +56,12 @@ class GuidePlugin(BasePlugin):
 
     def on_config(self, config):
         self.downloads = {}
+        try:
+            import jieba  # the search plugin's Chinese segmenter: its dictionary's loading is no news to an author
+        except ImportError:
+            pass
+        else:
+            jieba.setLogLevel(logging.WARNING)
         try:
             self.snapshot = snapshot.load(Path(config.config_file_path).resolve().parent)
         except GuideError as e:
