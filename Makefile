@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers upstream serve test site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate
+.PHONY: setup browsers upstream serve test test-page site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate
 
 setup: $(VENV)/.installed
 
@@ -54,6 +54,14 @@ site: setup
 
 test: setup browsers upstream
 	$(PY) -m pytest
+
+# One page's loop for its author: the translations' check, the page's own tests, and its program and
+# notebooks in every language (`make test-page PAGE=masks`); `make test` still runs everything.
+test-page: setup
+	@test -n "$(PAGE)" -a -f "docs/en/$(PAGE).md" || { echo "error: no page docs/en/$(PAGE).md. Fix: make \
+	test-page PAGE=NAME, NAME one of: $$(ls docs/en | sed -n 's/\.md$$//p' | paste -sd ' ')" >&2; exit 1; }
+	$(PY) -m guide i18n check
+	$(PY) -m pytest -q -n 2 $(wildcard tests/test_$(PAGE).py) tests/test_pages.py -k "$(PAGE).md or not test_pages"
 
 # Re-record the outputs the pages show from CPU runs (records/cpu.json).
 record: setup browsers upstream

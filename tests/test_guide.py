@@ -397,3 +397,15 @@ def test_the_strict_build_prints_nothing_when_nothing_needs_the_authors_attentio
     assert result.returncode == 0, result.stderr[-2000:]
     assert [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("setup ok")] == []
     assert all((tmp_path / "site" / lang / "index.html").exists() for lang in ("", "zh", "pt", "hi"))
+
+
+def test_one_pages_loop_runs_its_tests_and_its_programs_and_refuses_an_unknown_page():
+    result = subprocess.run(["make", "-s", "test-page", "PAGE=mask"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    first = result.stderr.splitlines()[0]
+    assert result.returncode != 0 and first.startswith("error: no page docs/en/mask.md. Fix: make test-page PAGE=NAME")
+    assert " masks " in first and " kernel_options " in first and "pytest" not in result.stdout
+    planned = subprocess.run(["make", "-n", "test-page", "PAGE=masks"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60).stdout
+    assert "-m guide i18n check" in planned
+    assert '-m pytest -q -n 2 tests/test_masks.py tests/test_pages.py -k "masks.md or not test_pages"' in planned
