@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers upstream serve test test-page site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate
+.PHONY: setup browsers upstream serve test test-page site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate mutate-prepare mutate-report
 
 setup: $(VENV)/.installed
 
@@ -117,19 +117,27 @@ build-bench: setup
 clean:
 	rm -rf $(VENV) site
 
-# Mutation testing with cosmic-ray, not part of `make test`: each module in MUTATE is mutated in place,
-# one mutant at a time, and checked by tests/test_<module>.py (configs: mutation/<module>.toml; the
-# functions a config's [guide] gpu-only list names need a GPU, and their lines are not mutated). A mutant
-# first meets only the tests that ran its lines (coverage, `python -m guide.mutate cover`), then, if it
-# survives them, the whole file.
+# Mutation testing with cosmic-ray, not part of `make test`: cosmic-ray makes the mutants of each module in
+# MUTATE (configs: mutation/<module>.toml; the functions a config's [guide] gpu-only list names need a GPU,
+# and their lines are not mutated), and tests/test_<module>.py judges each. A mutant first meets only the
+# tests that ran its lines (coverage, `python -m guide.mutate cover`), then, if it survives them, the whole
+# file. MUTATE_JOBS mutants run at once, each in its own copy of the checkout (build/mutation/workers/).
 # `make mutate MUTATE=masks MUTATE_SAMPLE=0.5` runs one module on a seeded half of its mutants.
-# Sessions and reports: build/mutation/. A run killed midway can leave a mutant: git checkout -- snippets
+# The steps apart: mutate-prepare (the mutants, exported to build/mutation/<module>.jobs.json, and the
+# coverage), `python -m guide.mutate run MODULE... --jobs N` (standard library and the tests' packages only:
+# it runs wherever the tests run, and resumes from build/mutation/results.jsonl), mutate-report.
 MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck merging huggingface biases blockmask kernel_options
 MUTATE_SAMPLE ?= 1
+MUTATE_JOBS ?= 2
 COSMIC_RAY ?= cosmic-ray==8.7.0
-mutate: setup
+mutate: mutate-prepare
+	$(PY) -m guide.mutate run $(MUTATE) --jobs $(MUTATE_JOBS)
+	@$(MAKE) -s mutate-report
+
+mutate-prepare: setup
 	$(PY) -m pip install $(PIP_FLAGS) "$(COSMIC_RAY)"
 	@mkdir -p build/mutation
+	@rm -f build/mutation/results.jsonl
 	@set -e; for m in $(MUTATE); do \
 	  db=build/mutation/$$m.sqlite; cfg=build/mutation/$$m.toml; \
 	  $(PY) -m guide.mutate config mutation/$$m.toml $$cfg; \
@@ -138,9 +146,12 @@ mutate: setup
 	  if grep -q '^\[cosmic-ray.filters.line-filter' $$cfg; then \
 	    $(VENV)/bin/cr-filter-lines --config $$cfg $$db; fi; \
 	  $(PY) -m guide.mutate sample $$db $(MUTATE_SAMPLE); \
-	  $(PY) -m guide.mutate cover $$m; \
-	  start=$$(date +%s); \
-	  $(VENV)/bin/cosmic-ray exec $$cfg $$db; \
-	  $(VENV)/bin/cr-report --surviving-only --show-diff $$db > build/mutation/$$m.txt; \
-	  echo "$$m: $$(tail -3 build/mutation/$$m.txt | tr '\n' ' ') in $$(( $$(date +%s) - start )) s"; \
+	  $(PY) -m guide.mutate export $$m; \
+	done
+	$(PY) -m guide.mutate cover $(MUTATE) --jobs $(MUTATE_JOBS)
+
+mutate-report:
+	@set -e; for m in $(MUTATE); do \
+	  $(PY) -m guide.mutate import $$m; \
+	  $(VENV)/bin/cr-report --surviving-only --show-diff build/mutation/$$m.sqlite > build/mutation/$$m.txt; \
 	done

@@ -15,14 +15,33 @@
         quickest first, stopping at the first failure (the mutant is killed); if they all pass, or no test
         ran those lines (code reached only in a subprocess or under torch.compile's tracing escapes
         coverage), the whole of tests/test_<module>.py, so that a survivor is one the whole file lets through
+    python -m guide.mutate export MODULE
+        the pending mutants of build/mutation/<module>.sqlite, each as the lines it changes in
+        snippets/<module>.py, into build/mutation/<module>.jobs.json
+    python -m guide.mutate run MODULE... [--jobs N] [--until SECONDS] [--timeout SECONDS]
+        each exported mutant of the modules, N at a time, each in its own copy of the checkout
+        (build/mutation/workers/), tested with `guide.mutate test`; one line per mutant appended to
+        build/mutation/results.jsonl, where a later run resumes. A module without its cover file (its
+        tests fail unmutated) is left out and named. Past --until seconds no new mutant starts.
+        Needs only the standard library and the tests' packages, so it also runs where cosmic-ray is not
+    python -m guide.mutate import MODULE
+        the results of build/mutation/results.jsonl into build/mutation/<module>.sqlite (exit 0:
+        survived, else killed), for cr-report
 """
 import ast
 import difflib
 import json
+import os
+import queue
 import random
+import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 OUT = Path("build/mutation")
@@ -97,10 +116,10 @@ def cover(module: str) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "coverage.rc").write_text("[run]\ndynamic_context = test_function\n", encoding="utf-8")
     before = source.read_text(encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={OUT / 'coverage.rc'}",
+    proc = subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={OUT / 'coverage.rc'}",
                           f"--data-file={data}", f"--include={source}", "-m", "pytest", "-q", "-p",
-                          "no:cacheprovider", tests])
-    if run.returncode != 0:
+                           "no:cacheprovider", tests])
+    if proc.returncode != 0:
         raise SystemExit(f"error: {tests} fails on the unmutated code. Fix: make it pass before mutating")
     from coverage import CoverageData
 
@@ -113,6 +132,15 @@ def cover(module: str) -> None:
         if ids:
             lines[str(line)] = ids
     (OUT / f"{module}.cover.json").write_text(json.dumps({"source": before, "lines": lines}), encoding="utf-8")
+
+
+def _cover_or_none(module: str) -> bool:
+    try:
+        cover(module)
+    except SystemExit as stop:
+        print(stop, flush=True)
+        return False
+    return True
 
 
 def changed_lines(before: str, after: str) -> set:
@@ -156,16 +184,174 @@ def test(module: str) -> int:
     return _pytest(f"tests/test_{module}.py")
 
 
+def export(module: str) -> None:
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    source = Path(f"snippets/{module}.py").read_text(encoding="utf-8")
+    before = source.splitlines(keepends=True)
+    jobs = []
+    with use_db(str(OUT / f"{module}.sqlite"), WorkDB.Mode.open) as db:
+        for item in sorted(db.pending_work_items, key=lambda i: i.job_id):
+            (m,) = item.mutations
+            operator = cosmic_ray.plugins.get_operator(m.operator_name)(**(m.operator_args or {}))
+            after = mutate_code(source, operator, m.occurrence)
+            if after is None:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.NO_TEST))
+                continue
+            lines = after.splitlines(keepends=True)
+            matcher = difflib.SequenceMatcher(None, before, lines, autojunk=False)
+            edits = [[i1, i2, lines[j1:j2]] for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+            jobs.append({"job": item.job_id, "edits": edits})
+    (OUT / f"{module}.jobs.json").write_text(json.dumps({"module": module, "source": source, "jobs": jobs}),
+                                             encoding="utf-8")
+    print(f"{module}: {len(jobs)} mutants exported")
+
+
+def mutated(source: str, edits) -> str:
+    """The source with each edit [i1, i2, lines] (lines i1..i2 of the source replaced) applied."""
+    lines = source.splitlines(keepends=True)
+    for i1, i2, new in sorted(edits, reverse=True):
+        lines[i1:i2] = new
+    return "".join(lines)
+
+
+def _results(path: Path) -> list:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _worker_copy(root: Path, copy: Path) -> Path:
+    """A copy of the checkout for one worker: sources, tests, records and cover files; the venv linked."""
+    if copy.exists():
+        shutil.rmtree(copy)
+    skip = shutil.ignore_patterns(".git", "build", "site", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
+                                  ".fa4*", ".whl", "out")
+    shutil.copytree(root, copy, ignore=skip, symlinks=True)
+    (copy / "build" / "mutation").mkdir(parents=True)
+    for cover_file in (root / OUT).glob("*.cover.json"):
+        shutil.copy2(cover_file, copy / OUT / cover_file.name)
+    if (root / ".venv").exists():
+        (copy / ".venv").symlink_to((root / ".venv").resolve())
+    return copy
+
+
+def _test_one(copy: Path, module: str, source: str, edits, timeout: float) -> tuple:
+    target = copy / "snippets" / f"{module}.py"
+    target.write_text(mutated(source, edits), encoding="utf-8")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "guide.mutate", "test", module], cwd=copy, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        code, output = "timeout", f"timed out after {timeout:.0f} s\n{output}"
+    finally:
+        target.write_text(source, encoding="utf-8")
+    return code, output[-2000:], round(time.monotonic() - start, 1)
+
+
+def run(modules, jobs: int = 1, until: float = None, timeout: float = 900) -> None:
+    start = time.monotonic()
+    results = OUT / "results.jsonl"
+    done = {r["job"] for r in _results(results)}
+    tasks, sources = [], {}
+    for module in modules:
+        jobs_file, cover_file = OUT / f"{module}.jobs.json", OUT / f"{module}.cover.json"
+        if not jobs_file.exists():
+            raise SystemExit(f"error: {jobs_file} is missing. Fix: python -m guide.mutate export {module}")
+        data = json.loads(jobs_file.read_text(encoding="utf-8"))
+        if Path(f"snippets/{module}.py").read_text(encoding="utf-8") != data["source"]:
+            raise SystemExit(f"error: snippets/{module}.py changed since its mutants were exported. "
+                             f"Fix: make mutate MUTATE={module}")
+        if not cover_file.exists() or json.loads(cover_file.read_text(encoding="utf-8"))["source"] != data["source"]:
+            print(f"{module}: left out, no cover file for this source (its tests fail unmutated, or "
+                  f"python -m guide.mutate cover {module} was not run)", flush=True)
+            continue
+        sources[module] = data["source"]
+        tasks += [(module, job) for job in data["jobs"] if job["job"] not in done]
+    print(f"{len(tasks)} mutants to test, {jobs} at a time", flush=True)
+    copies = queue.Queue()
+    for k in range(min(jobs, len(tasks))):
+        copies.put(_worker_copy(Path.cwd(), OUT / "workers" / str(k)))
+    lock = threading.Lock()
+    counts = {"tested": 0, "left": 0}
+
+    def one(task):
+        module, job = task
+        if until is not None and time.monotonic() - start > until:
+            with lock:
+                counts["left"] += 1
+            return
+        copy = copies.get()
+        try:
+            code, output, seconds = _test_one(copy, module, sources[module], job["edits"], timeout)
+        finally:
+            copies.put(copy)
+        line = json.dumps({"job": job["job"], "module": module, "code": code, "seconds": seconds, "output": output})
+        with lock, results.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            counts["tested"] += 1
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        list(pool.map(one, tasks))
+    print(f"{counts['tested']} tested, {counts['left']} left for a later run, in {time.monotonic() - start:.0f} s")
+
+
+def load(module: str) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    data = json.loads((OUT / f"{module}.jobs.json").read_text(encoding="utf-8"))
+    edits = {job["job"]: job["edits"] for job in data["jobs"]}
+    found = {r["job"]: r for r in _results(OUT / "results.jsonl") if r["job"] in edits}
+    path = f"snippets/{module}.py"
+    with use_db(str(OUT / f"{module}.sqlite"), WorkDB.Mode.open) as db:
+        for job, r in found.items():
+            diff = "".join(difflib.unified_diff(data["source"].splitlines(keepends=True),
+                                                mutated(data["source"], edits[job]).splitlines(keepends=True),
+                                                f"a/{path}", f"b/{path}"))
+            outcome = TestOutcome.SURVIVED if r["code"] == 0 else TestOutcome.KILLED
+            db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=outcome,
+                                          output=r["output"], diff=diff))
+    seconds = sum(r["seconds"] for r in found.values())
+    survived = sum(r["code"] == 0 for r in found.values())
+    print(f"{module}: {len(found)} of {len(edits)} mutants tested, {len(found) - survived} killed, "
+          f"{survived} survived, {seconds:.0f} s of tests")
+
+
 if __name__ == "__main__":
     action, *args = sys.argv[1:] or [""]
+    options = {}
+    while len(args) >= 2 and args[-2] in ("--jobs", "--until", "--timeout"):
+        options[args[-2][2:]] = float(args[-1])
+        args = args[:-2]
     if action == "config" and len(args) == 2:
         config(*args)
     elif action == "sample" and len(args) == 2:
         sample(args[0], float(args[1]))
-    elif action == "cover" and len(args) == 1:
-        cover(args[0])
+    elif action == "cover" and args:
+        with ThreadPoolExecutor(int(options.get("jobs", 1))) as pool:
+            failed = [m for m, ok in zip(args, pool.map(_cover_or_none, args)) if not ok]
+        if failed:
+            raise SystemExit(f"error: the tests of {', '.join(failed)} fail on the unmutated code. "
+                             f"Fix: make them pass before mutating")
     elif action == "test" and len(args) == 1:
         sys.exit(test(args[0]))
+    elif action == "export" and len(args) == 1:
+        export(args[0])
+    elif action == "run" and args:
+        run(args, int(options.get("jobs", 1)), options.get("until"), options.get("timeout", 900))
+    elif action == "import" and len(args) == 1:
+        load(args[0])
     else:
         raise SystemExit("usage: python -m guide.mutate config SRC.toml OUT.toml | sample DB.sqlite KEEP | "
-                         "cover MODULE | test MODULE")
+                         "cover MODULE... [--jobs N] | test MODULE | export MODULE | "
+                         "run MODULE... [--jobs N] [--until S] [--timeout S] | import MODULE")
