@@ -277,6 +277,7 @@ def run(modules, jobs: int = 1, until: float = None, timeout: float = 900) -> No
             continue
         sources[module] = data["source"]
         tasks += [(module, job) for job in data["jobs"] if job["job"] not in done]
+    random.Random(0).shuffle(tasks)  # modules mixed, so that no module's slow survivors come last together
     print(f"{len(tasks)} mutants to test, {jobs} at a time", flush=True)
     copies = queue.Queue()
     for k in range(min(jobs, len(tasks))):
