@@ -21,12 +21,13 @@
     python -m guide.mutate run MODULE... [--jobs N] [--until SECONDS] [--timeout SECONDS]
         each exported mutant of the modules, N at a time, each in its own copy of the checkout
         (build/mutation/workers/), tested with `guide.mutate test`; one line per mutant appended to
-        build/mutation/results.jsonl, where a later run resumes. A module without its cover file (its
+        build/mutation/results.jsonl, where a later run resumes (a mutant that timed out, a machine too
+        busy perhaps, is tried again). A module without its cover file (its
         tests fail unmutated) is left out and named. Past --until seconds no new mutant starts.
         Needs only the standard library and the tests' packages, so it also runs where cosmic-ray is not
     python -m guide.mutate import MODULE
         the results of build/mutation/results.jsonl into build/mutation/<module>.sqlite (exit 0:
-        survived, else killed), for cr-report
+        survived, else killed; a timeout counts as killed and is counted apart), for cr-report
 """
 import ast
 import difflib
@@ -261,7 +262,7 @@ def _test_one(copy: Path, module: str, source: str, edits, timeout: float) -> tu
 def run(modules, jobs: int = 1, until: float = None, timeout: float = 900) -> None:
     start = time.monotonic()
     results = OUT / "results.jsonl"
-    done = {r["job"] for r in _results(results)}
+    done = {r["job"] for r in _results(results) if r["code"] != "timeout"}  # a timed-out mutant is tried again
     tasks, sources = [], {}
     for module in modules:
         jobs_file, cover_file = OUT / f"{module}.jobs.json", OUT / f"{module}.cover.json"
@@ -312,7 +313,7 @@ def load(module: str) -> None:
 
     data = json.loads((OUT / f"{module}.jobs.json").read_text(encoding="utf-8"))
     edits = {job["job"]: job["edits"] for job in data["jobs"]}
-    found = {r["job"]: r for r in _results(OUT / "results.jsonl") if r["job"] in edits}
+    found = {r["job"]: r for r in _results(OUT / "results.jsonl") if r["job"] in edits}  # the last line counts
     path = f"snippets/{module}.py"
     with use_db(str(OUT / f"{module}.sqlite"), WorkDB.Mode.open) as db:
         for job, r in found.items():
@@ -324,8 +325,9 @@ def load(module: str) -> None:
                                           output=r["output"], diff=diff))
     seconds = sum(r["seconds"] for r in found.values())
     survived = sum(r["code"] == 0 for r in found.values())
-    print(f"{module}: {len(found)} of {len(edits)} mutants tested, {len(found) - survived} killed, "
-          f"{survived} survived, {seconds:.0f} s of tests")
+    timeouts = sum(r["code"] == "timeout" for r in found.values())
+    print(f"{module}: {len(found)} of {len(edits)} mutants tested, {len(found) - survived} killed "
+          f"({timeouts} by a timeout), {survived} survived, {seconds:.0f} s of tests")
 
 
 if __name__ == "__main__":

@@ -353,7 +353,8 @@ def test_the_mutation_runner_tests_each_mutant_in_its_own_copy_and_resumes(tmp_p
     """guide.mutate run on exported mutants of a toy module (written by hand here, not by cosmic-ray): the
     mutant a test sees is killed, the one no test sees survives, each judged in a copy of the checkout
     while the checkout keeps its source; a module whose tests failed unmutated (no cover file) is left
-    out by name; a second run tests nothing again; --until 0 starts no mutant."""
+    out by name; one that runs past --timeout is stopped, and a second run tries it alone again; --until 0
+    starts no mutant."""
     (tmp_path / "snippets").mkdir()
     (tmp_path / "tests").mkdir()
     source = "def a():\n    return 1\n\n\ndef never():\n    return 3\n"
@@ -365,17 +366,19 @@ def test_the_mutation_runner_tests_each_mutant_in_its_own_copy_and_resumes(tmp_p
     out.mkdir(parents=True)
     jobs = [{"job": "seen", "edits": [[1, 2, ["    return 2\n"]]]},
             {"job": "unseen", "edits": [[5, 6, ["    return 30\n"]]]},
-            {"job": "two-edits", "edits": [[1, 2, ["    return 1\n"]], [4, 5, ["def never(x=0):\n"]]]}]
+            {"job": "two-edits", "edits": [[1, 2, ["    return 1\n"]], [4, 5, ["def never(x=0):\n"]]]},
+            {"job": "slow", "edits": [[1, 2, ["    __import__('time').sleep(60)\n"]]]}]
     for module in ("toy", "other"):
         (out / f"{module}.jobs.json").write_text(json.dumps({"module": module, "source": source, "jobs": jobs}))
     assert python("-m guide.mutate cover toy", cwd=tmp_path).returncode == 0
     assert python("-m guide.mutate run toy other --until 0", cwd=tmp_path).stdout.splitlines()[-1].startswith(
-        "0 tested, 3 left for a later run")
-    first = python("-m guide.mutate run toy other --jobs 2", cwd=tmp_path)
+        "0 tested, 4 left for a later run")
+    first = python("-m guide.mutate run toy other --jobs 2 --timeout 8", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "other: left out, no cover file" in first.stdout and "3 mutants to test, 2 at a time" in first.stdout
+    assert "other: left out, no cover file" in first.stdout and "4 mutants to test, 2 at a time" in first.stdout
     results = {r["job"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
-    assert set(results) == {"seen", "unseen", "two-edits"}
+    assert set(results) == {"seen", "unseen", "two-edits", "slow"}
+    assert results["slow"]["code"] == "timeout" and results["slow"]["seconds"] < 30
     assert results["seen"]["code"] == 1 and "1 failed" in results["seen"]["output"]
     assert results["unseen"]["code"] == 0 and "whole of tests/test_toy.py" in results["unseen"]["output"]
     assert results["two-edits"]["code"] == 0
@@ -383,8 +386,9 @@ def test_the_mutation_runner_tests_each_mutant_in_its_own_copy_and_resumes(tmp_p
     assert sorted(p.name for p in (out / "workers").iterdir()) == ["0", "1"]
     for copy in (out / "workers").iterdir():
         assert (copy / "snippets" / "toy.py").read_text() == source, "a worker's copy keeps a mutant"
-    again = python("-m guide.mutate run toy", cwd=tmp_path)
-    assert "0 mutants to test" in again.stdout and len((out / "results.jsonl").read_text().splitlines()) == 3
+    again = python("-m guide.mutate run toy --timeout 8", cwd=tmp_path)
+    assert "1 mutants to test" in again.stdout, "only the mutant that timed out is tried again"
+    assert len((out / "results.jsonl").read_text().splitlines()) == 5
     (tmp_path / "snippets" / "toy.py").write_text(source + "\n")
     stale = python("-m guide.mutate run toy", cwd=tmp_path)
     assert stale.returncode == 1 and stale.stderr.strip() == (
