@@ -14,7 +14,9 @@
         the test command of each mutant: first only the test functions that ran the mutated lines, the
         quickest first, stopping at the first failure (the mutant is killed); if they all pass, or no test
         ran those lines (code reached only in a subprocess or under torch.compile's tracing escapes
-        coverage), the whole of tests/test_<module>.py, so that a survivor is one the whole file lets through
+        coverage), the whole of tests/test_<module>.py, then the programs of the CPU pages that show the
+        module (tests/test_pages.py, each output a page shows printed by its program), so that a survivor
+        is one `make test` lets through
     python -m guide.mutate export MODULE
         the pending mutants of build/mutation/<module>.sqlite, each as the lines it changes in
         snippets/<module>.py, into build/mutation/<module>.jobs.json
@@ -182,7 +184,24 @@ def test(module: str) -> int:
         if code not in (0, 4, 5):  # 4, 5: a test id pytest did not take; let the whole file decide
             return code
     print(f"the whole of tests/test_{module}.py", flush=True)
-    return _pytest(f"tests/test_{module}.py")
+    code = _pytest(f"tests/test_{module}.py")
+    pages = pages_showing(module)
+    if code != 0 or not pages:
+        return code
+    print(f"the programs of the pages that show it: {', '.join(pages)}", flush=True)
+    code = _pytest("tests/test_pages.py", "-k", f"test_cpu_page_runs_as_one_script and ({' or '.join(pages)})")
+    return 0 if code == 5 else code  # 5: none collected, the pages are GPU pages
+
+
+def pages_showing(module: str) -> list:
+    """The English pages whose program or shell commands run snippets/<module>.py (records.page_sources)."""
+    from guide import project, records
+
+    if not Path("docs", "en").is_dir():
+        return []
+    source = project.path("snippets", f"{module}.py")
+    return sorted(page.name for page in project.path("docs", "en").glob("*.md")
+                  if source in records.page_sources(page.name))
 
 
 def export(module: str) -> None:

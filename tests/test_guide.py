@@ -327,7 +327,8 @@ def test_mutation_skips_exactly_the_lines_of_gpu_only_functions():
 
 def test_a_mutant_meets_the_tests_that_ran_its_line_first_then_the_whole_file(tmp_path):
     """guide.mutate cover/test on a module of three functions: a mutant of a line one test runs is
-    killed by that test alone; a mutant of a line no test runs goes to the whole file (and survives it)."""
+    killed by that test alone; a mutant of a line no test runs goes to the whole file (and survives it),
+    then to the program of the page that shows the module, which kills it."""
     (tmp_path / "snippets").mkdir()
     (tmp_path / "tests").mkdir()
     toy = tmp_path / "snippets" / "toy.py"
@@ -347,6 +348,17 @@ def test_a_mutant_meets_the_tests_that_ran_its_line_first_then_the_whole_file(tm
     survived = python("-m guide.mutate test toy", cwd=tmp_path)
     assert survived.returncode == 0 and survived.stdout.splitlines()[0] == "the whole of tests/test_toy.py"
     assert "2 passed" in survived.stdout
+    # A page that shows the module: its program's test (tests/test_pages.py) meets what the file let through.
+    for name, text in {"mkdocs.yml": "", "claims/registry.yaml": "", "docs/en/toy.md": '--8<-- "snippets/toy.py"\n',
+                       "docs/en/other.md": "no code\n", "tests/test_pages.py":
+                       "import runpy\n\nimport pytest\n\n\n@pytest.mark.parametrize('page', ['toy.md', 'other.md'])\n"
+                       "def test_cpu_page_runs_as_one_script(page):\n"
+                       "    assert page != 'toy.md' or runpy.run_path('snippets/toy.py')['never']() == 3\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    shown = python("-m guide.mutate test toy", cwd=tmp_path, env={"GUIDE_ROOT": ""})
+    assert shown.returncode == 1, shown.stdout
+    assert "the programs of the pages that show it: toy.md\n" in shown.stdout and "1 failed" in shown.stdout
 
 
 def test_the_mutation_runner_tests_each_mutant_in_its_own_copy_and_resumes(tmp_path):
