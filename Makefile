@@ -43,14 +43,15 @@ $(FLASH_ATTN_4_WHEEL):
 	$(PYTHON) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
 	  --dest build/upstream flash-attn-4==4.0.0b36
 
-# The build prints only what an author acts on: -q keeps MkDocs' warnings and errors (INFO goes), and
+# The build prints only what an author acts on: the guide's plugin keeps MkDocs' warnings and errors on
+# the console (INFO goes; --quiet would also hide the warnings that --strict counts, and pass), and
 # NO_MKDOCS_2_WARNING=1 drops the theme's banner; serve keeps its INFO lines (the address, each rebuild).
 SITE ?= site
 serve: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
 site: setup
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -q -d $(SITE)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d $(SITE)
 
 test: setup browsers upstream
 	$(PY) -m pytest

@@ -467,3 +467,21 @@ def test_one_pages_loop_runs_its_tests_and_its_programs_and_refuses_an_unknown_p
                              timeout=60).stdout
     assert "-m guide i18n check" in planned
     assert '-m pytest -q -n 2 tests/test_masks.py tests/test_pages.py -k "masks.md or not test_pages"' in planned
+
+
+def test_the_quiet_build_still_prints_a_real_warning_and_stops(tmp_path):
+    """make site in a copy of the checkout whose English index links to a page that does not exist: the
+    strict build stops, and its few lines name the link and the page."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, files):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    index = tmp_path / "docs" / "en" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "\nSee [the missing page](nowhere.md).\n", encoding="utf-8")
+    result = subprocess.run(["make", "-s", "-o", ".venv/.installed", "site", f"SITE={tmp_path / 'site'}"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("setup ok")]
+    assert result.returncode != 0
+    assert any("WARNING" in line and "index.md" in line and "nowhere.md" in line for line in lines), lines
+    assert len(lines) <= 4, lines

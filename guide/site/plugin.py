@@ -54,6 +54,15 @@ class GuidePlugin(BasePlugin):
 
     downloads = None  # page URL -> {file name: content}, written in on_post_page
 
+    def on_startup(self, *, command, dirty):
+        """A build prints what an author must act on: MkDocs' warnings and errors, not its INFO lines. The
+        console handler is raised to WARNING, not the logger (as --quiet does): strict mode counts the
+        warnings the logger lets through, so a --quiet build would hide them and pass."""
+        if command == "build":
+            for handler in logging.getLogger("mkdocs").handlers:
+                if handler.get_name() == "MkDocsStreamHandler":
+                    handler.setLevel(logging.WARNING)
+
     def on_config(self, config):
         self.downloads = {}
         try:
