@@ -123,6 +123,10 @@ def problems(lang: str, page: str) -> list:
     found = []
     if "source_sha256" not in meta:
         found.append(f"docs/{lang}/{page} has no source_sha256 front matter. Fix: python -m guide i18n sync {lang} {page}")
+    elif meta.get("reviewed_sha256") != meta["source_sha256"]:
+        found.append(f"docs/{lang}/{page} was synced with the English page {meta['source_sha256']} but reviewed "
+                     f"against {meta.get('reviewed_sha256') or 'none'}. Fix: have a native reader review it, then "
+                     f"python -m guide i18n reviewed {lang} {page}")
     english = shape(body(docs() / "en" / page))
     for part, value in shape(text).items():
         if value != english[part]:

@@ -31,6 +31,19 @@ def test_a_changed_english_page_makes_its_translations_outdated_until_synced(doc
     assert i18n.state("pt", "kernels.md") == "current" and i18n.state("zh", "kernels.md") == "outdated"
 
 
+def test_a_translation_synced_after_its_last_review_fails_the_check_until_reviewed(docs):
+    (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")
+    assert not any("reviewed" in p for p in i18n.problems("pt", "kernels.md")), "outdated is not unreviewed"
+    i18n.sync("pt", ["kernels.md"])
+    found = [p for p in i18n.problems("pt", "kernels.md") if "reviewed" in p]
+    synced = i18n.split_front((docs / "pt/kernels.md").read_text())[0]["source_sha256"]
+    assert found == [f"docs/pt/kernels.md was synced with the English page {synced} but reviewed against "
+                     f"{i18n.reviewed('zh', 'kernels.md')}. Fix: have a native reader review it, then "
+                     f"python -m guide i18n reviewed pt kernels.md"]
+    i18n.review("pt", ["kernels.md"])
+    assert i18n.problems("pt", "kernels.md") == []
+
+
 def test_outdated_page_shows_a_banner_in_its_language_linking_to_english(docs):
     from guide.site import snapshot, translations
 
