@@ -8,11 +8,22 @@ from tests.helpers import python
 LENGTHS = (101, 301, 41)  # the lengths of paged.check
 
 
-def test_paged_cache_matches_sdpa_for_each_sequence(observe, ran):
+def test_paged_cache_matches_sdpa_for_each_sequence(observe, ran, monkeypatch):
+    shapes = []
+
+    def watched(q, keys, values, page_size):
+        shapes.append((tuple(q.shape), [tuple(k.shape) for k in keys], page_size))
+        return real(q, keys, values, page_size)
+
+    real = paged.paged_attention
+    monkeypatch.setattr(paged, "paged_attention", watched)
     r = paged.check()
     assert r["lengths"] == LENGTHS
+    assert shapes == [((3, 8, 1, 16), [(1, 2, n, 16) for n in LENGTHS], 128)]  # GQA 8:2, pages of 128 tokens
     assert r["error"] < 1e-12
-    assert r["slots"] < r["static"] / 2  # only the pages the lengths need
+    pages = sum(-(-n // 128) for n in LENGTHS)  # only the pages the lengths need: 1 + 3 + 1
+    assert (r["pages"], r["slots"], r["static"]) == (pages, pages * 128, len(LENGTHS) * paged.MAX_TOKENS)
+    assert r["slots"] < r["static"] / 2
     ran(dtypes=torch.float64, head_dims=16, lengths=list(LENGTHS), batch=len(LENGTHS), heads=8, modes="eager",
         passes="forward", inputs=["paged KV cache", "GQA 8:2", "page size 128"])
     observe("paged.check", paged.describe(r))
