@@ -245,7 +245,8 @@ def _results(path: Path) -> list:
 
 
 def _worker_copy(root: Path, copy: Path) -> Path:
-    """A copy of the checkout for one worker: sources, tests, records and cover files; the venv linked."""
+    """A copy of the checkout for one worker: sources, tests, records and cover files; the venv and the
+    upstream wheels (build/upstream) linked."""
     if copy.exists():
         shutil.rmtree(copy)
     skip = shutil.ignore_patterns(".git", "build", "site", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
@@ -254,8 +255,9 @@ def _worker_copy(root: Path, copy: Path) -> Path:
     (copy / "build" / "mutation").mkdir(parents=True)
     for cover_file in (root / OUT).glob("*.cover.json"):
         shutil.copy2(cover_file, copy / OUT / cover_file.name)
-    if (root / ".venv").exists():
-        (copy / ".venv").symlink_to((root / ".venv").resolve())
+    for shared in (".venv", "build/upstream"):  # the environment, and the upstream wheels tests read
+        if (root / shared).exists():
+            (copy / shared).symlink_to((root / shared).resolve())
     return copy
 
 
