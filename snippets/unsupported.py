@@ -1,0 +1,157 @@
+"""What FlexAttention does not take, dropout and nested tensors, and what to do instead.
+
+    python -m snippets.unsupported   # dropout both ways, Transformers' refusal, a nested batch packed
+"""
+from snippets._cli import UsageError, run
+
+# --8<-- [start:no_dropout]
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def dropout_p_answers(p=0.5) -> str:
+    """What SDPA and flex_attention answer when given dropout_p."""
+    q = torch.randn(1, 2, 8, 16)
+    lines = [f"SDPA, dropout_p={p}: output of shape {tuple(F.scaled_dot_product_attention(q, q, q, dropout_p=p).shape)}"]
+    try:
+        flex_attention(q, q, q, dropout_p=p)
+    except TypeError as e:
+        lines.append(f"flex_attention, dropout_p={p}: TypeError: {e}")
+    return "\n".join(lines)
+# --8<-- [end:no_dropout]
+
+
+# --8<-- [start:two_dropouts]
+def scores_dropped(q, k, v, keep):
+    """What a score_mod can do with a random tensor: FlexAttention with the score of each (query, key)
+    where keep is False set to -inf before the softmax. keep: booleans, (batch, heads, queries, keys)."""
+    def drop(score, b, h, q_idx, kv_idx):
+        return torch.where(keep[b, h, q_idx, kv_idx], score, -torch.inf)
+    return flex_attention(q, k, v, score_mod=drop)
+
+
+def weights_dropped(q, k, v, keep, p):
+    """Attention dropout as SDPA's dropout_p applies it: after the softmax, each weight kept where keep
+    is True and scaled by 1 / (1 - p), so that on average the weights are unchanged."""
+    weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+    return (weights * keep / (1 - p)) @ v
+# --8<-- [end:two_dropouts]
+
+
+# --8<-- [start:expected]
+from functools import partial
+
+
+def expected(dropped, q, k, v, p):
+    """The exact average output over every pattern of kept keys (each key dropped with probability p,
+    the same keys for every query): the sum over the 2**keys patterns of its probability times its output."""
+    n = k.shape[-2]
+    total = torch.zeros_like(q)
+    for bits in range(2 ** n):
+        kept = torch.tensor([bits >> j & 1 == 1 for j in range(n)])
+        keep = kept.expand(*q.shape[:-1], n)
+        total += (1 - p) ** int(kept.sum()) * p ** (n - int(kept.sum())) * dropped(q, k, v, keep)
+    return total
+# --8<-- [end:expected]
+
+
+# --8<-- [start:transformers]
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def small_llama(attention_dropout):
+    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, attention_dropout=attention_dropout,
+                         attn_implementation="flex_attention")
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def forward_in(model, mode) -> str:
+    """A forward pass in train mode, or in eval mode without gradients (inference): the loss, or the error."""
+    model.train(mode == "train")
+    ids = torch.randint(0, 128, (2, 40), generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.set_grad_enabled(mode == "train"):
+            loss = model(input_ids=ids, labels=ids).loss
+    except (ValueError, NotImplementedError) as e:
+        return f"{type(e).__name__}: {e}"
+    return f"loss {loss.item():.4f}"
+# --8<-- [end:transformers]
+
+
+# --8<-- [start:nested]
+def nested_answer() -> str:
+    """What flex_attention answers when given a jagged NestedTensor."""
+    batch = torch.nested.nested_tensor([torch.randn(n, 2, 16) for n in (5, 3)], layout=torch.jagged)
+    try:
+        flex_attention(batch, batch, batch)
+    except NotImplementedError as e:
+        return f"NotImplementedError: {e}"
+    return "no error"
+# --8<-- [end:nested]
+
+
+# --8<-- [start:packed]
+from torch.nn.attention.flex_attention import create_block_mask
+
+
+def causal_per_sequence(q, k, v, attention=flex_attention):
+    """Causal attention within each sequence of a jagged NestedTensor batch (batch, sequence, heads,
+    head_dim; q, k and v with the same lengths), computed as one packed sequence with a mask that keeps
+    each sequence to itself. Returns a NestedTensor of the same layout."""
+    offsets = q.offsets()  # where each sequence starts in the packed values, and the total at the end
+    sequence = torch.repeat_interleave(torch.arange(len(offsets) - 1, device=offsets.device), offsets.diff())
+
+    def same_sequence_causal(b, h, q_idx, kv_idx):
+        return (sequence[q_idx] == sequence[kv_idx]) & (q_idx >= kv_idx)
+    total = int(offsets[-1])
+    block_mask = create_block_mask(same_sequence_causal, None, None, total, total, device=offsets.device)
+    packed = [t.values().transpose(0, 1).unsqueeze(0) for t in (q, k, v)]  # (1, heads, total, head_dim)
+    out = attention(*packed, block_mask=block_mask)
+    return torch.nested.nested_tensor_from_jagged(out[0].transpose(0, 1), offsets)
+# --8<-- [end:packed]
+
+
+def main(argv) -> int:
+    if argv:
+        raise UsageError(f"unexpected arguments {' '.join(argv)!r}", "python -m snippets.unsupported")
+    # --8<-- [start:print_no_dropout]
+    print(dropout_p_answers())
+    # --8<-- [end:print_no_dropout]
+    # --8<-- [start:print_expected]
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 16, dtype=torch.float64) for n in (4, 8, 8))
+    plain = F.scaled_dot_product_attention(q, k, v)
+    for p in (0.1, 0.5):
+        after = (expected(partial(weights_dropped, p=p), q, k, v, p) - plain).abs().max().item()
+        before = (expected(scores_dropped, q, k, v, p) - plain).abs().max().item()
+        print(f"p = {p}, averaged over the 256 patterns of 8 keys, largest difference from no dropout: "
+              f"weights dropped after the softmax {after:.1e}, scores dropped before it {before:.1e}")
+    # --8<-- [end:print_expected]
+    # --8<-- [start:print_transformers]
+    for dropout in (0.1, 0.0):
+        model = small_llama(dropout)
+        for mode in ("train", "eval"):
+            print(f"attention_dropout={dropout}, {mode}: {forward_in(model, mode)}")
+    # --8<-- [end:print_transformers]
+    # --8<-- [start:print_nested]
+    print(nested_answer())
+    # --8<-- [end:print_nested]
+    # --8<-- [start:print_packed]
+    torch.manual_seed(0)
+    lengths = (100, 37, 250)
+    q, k, v = (torch.nested.nested_tensor([torch.randn(n, 2, 16, dtype=torch.float64) for n in lengths],
+                                          layout=torch.jagged) for _ in range(3))
+    out = causal_per_sequence(q, k, v)
+    for i, n in enumerate(lengths):
+        want = F.scaled_dot_product_attention(*(t[i].transpose(0, 1) for t in (q, k, v)), is_causal=True)
+        print(f"sequence of {n} tokens: largest difference from SDPA over it alone "
+              f"{(out[i].transpose(0, 1) - want).abs().max().item():.1e}")
+    # --8<-- [end:print_packed]
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(main))

@@ -1,0 +1,207 @@
+"""What FlexAttention does not take (snippets/unsupported.py), each statement against something other than the
+page's code: the library's own answer and source, attention written out with the mask applied position by
+position, exact averages worked out by enumeration, and SDPA over each sequence alone."""
+import inspect
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import flex_attention as flex_module
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from snippets import unsupported
+from tests.helpers import python
+
+
+def test_flex_attention_takes_no_dropout_and_sdpa_does(observe, ran, monkeypatch):
+    given = []
+
+    def watch(name, real):
+        def call(*args, **kwargs):
+            given.append((name, kwargs.get("dropout_p")))
+            return real(*args, **kwargs)
+        return call
+    monkeypatch.setattr(unsupported.F, "scaled_dot_product_attention", watch("SDPA", F.scaled_dot_product_attention))
+    monkeypatch.setattr(unsupported, "flex_attention", watch("flex_attention", flex_attention))
+    text = unsupported.dropout_p_answers()
+    monkeypatch.undo()
+    assert given == [("SDPA", 0.5), ("flex_attention", 0.5)]  # the value each line names is the one each was given
+    assert "dropout_p" not in inspect.signature(flex_attention).parameters
+    assert not any("dropout" in name for name in inspect.signature(flex_attention).parameters)
+    q = torch.randn(1, 2, 8, 16)
+    assert torch.equal(F.scaled_dot_product_attention(q, q, q, dropout_p=1.0), torch.zeros_like(q))  # SDPA drops all
+    assert text.splitlines() == ["SDPA, dropout_p=0.5: output of shape (1, 2, 8, 16)",
+                                 "flex_attention, dropout_p=0.5: TypeError: flex_attention() got an unexpected "
+                                 "keyword argument 'dropout_p'"]
+    ran(modes="eager", passes="forward")
+    observe("unsupported.no_dropout", text)
+
+
+def written_out(q, k, v, keep):
+    """Softmax over the kept keys, query by query; a query with no kept key gets zeros."""
+    out = torch.zeros_like(q)
+    for b, h, i in ((b, h, i) for b in range(q.shape[0]) for h in range(q.shape[1]) for i in range(q.shape[2])):
+        kept = [j for j in range(k.shape[2]) if keep[b, h, i, j]]
+        if kept:
+            scores = torch.stack([q[b, h, i] @ k[b, h, j] for j in kept]) / math.sqrt(q.shape[-1])
+            out[b, h, i] = sum(w * v[b, h, j] for w, j in zip(torch.softmax(scores, 0), kept))
+    return out
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_scores_dropped_in_a_score_mod_are_a_softmax_over_the_kept_keys(compiled, ran):
+    """Random keep patterns, one query with every key dropped; float64 eager, float32 compiled (the CPU compiles
+    FlexAttention in float32)."""
+    g = torch.Generator().manual_seed(0)
+    dtype = torch.float32 if compiled else torch.float64
+    q, k, v = (torch.randn(2, 2, n, 16, generator=g, dtype=dtype) for n in (12, 20, 20))
+    keep = torch.rand(2, 2, 12, 20, generator=g) > 0.5
+    keep[0, 1, 3] = False
+    attention = torch.compile(flex_attention) if compiled else flex_attention
+    original = unsupported.flex_attention
+    try:
+        unsupported.flex_attention = attention
+        got = unsupported.scores_dropped(q, k, v, keep)
+    finally:
+        unsupported.flex_attention = original
+    want = written_out(q.double(), k.double(), v.double(), keep)
+    assert (got.double() - want).abs().max() < (1e-5 if compiled else 1e-12)
+    assert torch.equal(got[0, 1, 3], torch.zeros(16, dtype=dtype))
+    ran(dtypes=dtype, head_dims=16, lengths=[12, 20], modes="compiled" if compiled else "eager", passes="forward")
+
+
+def test_weights_dropped_is_what_sdpa_dropout_p_does_on_average(ran):
+    """SDPA's own dropout, averaged over 4000 calls, against no dropout; and the page's weights_dropped, whose
+    average over every pattern is exact (next test), keeps a weight where keep is True, scaled by 1 / (1 - p)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, n, 16, generator=g, dtype=torch.float64) for n in (4, 8, 8))
+    plain = F.scaled_dot_product_attention(q, k, v)
+    torch.manual_seed(0)
+    mean = sum(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5) for _ in range(4000)) / 4000
+    assert (mean - plain).abs().max() < 0.06
+    keep = torch.zeros(1, 1, 4, 8, dtype=torch.bool)
+    keep[..., 2] = True
+    weights = torch.softmax(q @ k.transpose(-2, -1) / 4, -1)
+    assert torch.allclose(unsupported.weights_dropped(q, k, v, keep, 0.5), 2 * weights[..., 2:3] * v[..., 2, :])
+    ran(dtypes=torch.float64, head_dims=16, lengths=[4, 8], modes="eager", passes="forward")
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_on_average_dropping_weights_changes_nothing_and_dropping_scores_does(p, ran):
+    """The average over every pattern, worked out again here by enumeration with the probabilities written as a
+    product over keys, for 4 queries over 8 keys in float64."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 1, n, 16, generator=g, dtype=torch.float64) for n in (4, 8, 8))
+    plain = written_out(q, k, v, torch.ones(1, 1, 4, 8, dtype=torch.bool))
+    after, before = torch.zeros_like(q), torch.zeros_like(q)
+    for pattern in range(256):
+        kept = [(pattern >> j) & 1 == 1 for j in range(8)]
+        chance = math.prod(1 - p if kept_j else p for kept_j in kept)
+        keep = torch.tensor(kept).expand(1, 1, 4, 8)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / 4, -1)
+        after += chance * (weights * keep / (1 - p)) @ v
+        before += chance * written_out(q, k, v, keep)
+    assert (after - plain).abs().max() < 1e-12
+    assert (unsupported.expected(lambda *a: unsupported.weights_dropped(*a, p), q, k, v, p) - after).abs().max() < 1e-12
+    assert (unsupported.expected(unsupported.scores_dropped, q, k, v, p) - before).abs().max() < 1e-12
+    assert (before - plain).abs().max() > 1e-3  # ten orders of magnitude above the rounding of the rest
+    ran(dtypes=torch.float64, head_dims=16, lengths=[4, 8], modes="eager", passes="forward")
+
+
+def test_transformers_refuses_attention_dropout_in_training_only(ran):
+    """Transformers' own message (read from its source); in eval mode dropout is off, so the model with
+    attention_dropout 0.1 gives the loss of the same model with 0.0."""
+    from transformers.integrations import flex_attention as hf_flex
+
+    source = inspect.getsource(hf_flex.flex_attention_forward)
+    message = "`flex_attention` does not support `dropout`. Please use it with inference only (`model.eval()`) " \
+              "or turn off the attention dropout in the respective config."
+    assert '"`flex_attention` does not support `dropout`. Please use it with inference"' in source
+    with_dropout, without = unsupported.small_llama(0.1), unsupported.small_llama(0.0)
+    assert unsupported.forward_in(with_dropout, "train") == f"ValueError: {message}"
+    assert unsupported.forward_in(without, "train").startswith("NotImplementedError: FlexAttention does not support "
+                                                               "backward on CPU")
+    eval_loss = unsupported.forward_in(with_dropout, "eval")
+    assert eval_loss.startswith("loss ") and eval_loss == unsupported.forward_in(without, "eval")
+    ids = torch.randint(0, 128, (2, 40), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():  # train mode stops the 0.1 model without gradients too; the 0.0 model runs
+        with_dropout.train(), without.train()
+        with pytest.raises(ValueError, match="does not support `dropout`"):
+            with_dropout(input_ids=ids, labels=ids)
+        assert f"loss {without(input_ids=ids, labels=ids).loss.item():.4f}" == eval_loss
+    ran(dtypes=torch.float32, lengths=[40], batch=2, heads=4, modes="eager", passes="forward")
+
+
+def test_nested_tensors_are_refused_and_create_nested_block_mask_is_gone(observe, ran):
+    source = inspect.getsource(flex_module._validate_no_nested_tensors)
+    answer = unsupported.nested_answer()
+    assert answer.startswith("NotImplementedError: flex_attention does not support NestedTensor inputs")
+    assert " ".join(answer.removeprefix("NotImplementedError: ").split()[:6]) in source
+    assert not hasattr(flex_module, "create_nested_block_mask")
+    compiled = torch.compile(flex_attention)
+    batch = torch.nested.nested_tensor([torch.randn(n, 2, 16) for n in (5, 3)], layout=torch.jagged)
+    with pytest.raises(NotImplementedError, match="does not support NestedTensor"):
+        compiled(batch, batch, batch)
+    from torch.nn.attention.varlen import varlen_attn
+
+    packed, starts = torch.randn(8, 2, 16), torch.tensor([0, 5, 8], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="'aten::_flash_attention_forward' with arguments from the 'CPU'"):
+        varlen_attn(packed, packed, packed, starts, starts, 5, 5)
+    ran(modes=["eager", "compiled"], passes="forward")
+    observe("unsupported.nested", answer)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("lengths", [(100, 37, 250), (128, 128, 1), (300,)])
+def test_a_nested_batch_packed_with_a_sequence_mask_is_causal_attention_over_each_sequence(lengths, compiled, ran):
+    """Against SDPA over each sequence alone; compiled (the BlockMask's skipped blocks matter there) in float32,
+    eager in float64; lengths across and on the 128-token block boundary, and a single sequence."""
+    dtype = torch.float32 if compiled else torch.float64
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.nested.nested_tensor([torch.randn(n, 2, 16, generator=g, dtype=dtype) for n in lengths],
+                                          layout=torch.jagged) for _ in range(3))
+    attention = torch.compile(flex_attention) if compiled else flex_attention
+    masks = []
+
+    def kept(*args, **kwargs):
+        masks.append(create_block_mask(*args, **kwargs))
+        return masks[-1]
+    original = unsupported.create_block_mask
+    try:
+        unsupported.create_block_mask = kept
+        out = unsupported.causal_per_sequence(q, k, v, attention=attention)
+    finally:
+        unsupported.create_block_mask = original
+    blocks = -(-sum(lengths) // 128)  # blocks of 128 tokens along each side; the kernel skips those not listed
+    assert int((masks[0].kv_num_blocks + masks[0].full_kv_num_blocks).sum()) < blocks * blocks
+    assert out.is_nested and out.shape[0] == len(lengths)
+    for i, n in enumerate(lengths):
+        assert out[i].shape == (n, 2, 16)
+        want = F.scaled_dot_product_attention(*(t[i].transpose(0, 1).double() for t in (q, k, v)), is_causal=True)
+        assert (out[i].transpose(0, 1).double() - want).abs().max() < (1e-5 if compiled else 1e-12), (n, compiled)
+    ran(dtypes=dtype, head_dims=16, lengths=list(lengths), batch=len(lengths), heads=2,
+        modes="compiled" if compiled else "eager", passes="forward")
+
+
+def test_program_prints_each_answer(observe):
+    result = python("-W ignore -m snippets.unsupported")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 12, result.stdout
+    assert lines[:2] == unsupported.dropout_p_answers().splitlines()
+    for line, p in zip(lines[2:4], ("0.1", "0.5")):
+        assert line.startswith(f"p = {p}, averaged over the 256 patterns of 8 keys"), line
+        after, before = (float(x) for x in line.split("softmax ")[1].split(", scores dropped before it "))
+        assert after < 1e-12 and before > 1e-3, line
+    assert lines[4].startswith("attention_dropout=0.1, train: ValueError: `flex_attention` does not support")
+    assert lines[5].startswith("attention_dropout=0.1, eval: loss ")
+    assert lines[6].startswith("attention_dropout=0.0, train: NotImplementedError")
+    assert lines[5].split(": ")[1] == lines[7].split(": ")[1]
+    assert lines[8] == unsupported.nested_answer()
+    for line, n in zip(lines[9:], (100, 37, 250)):
+        assert line.startswith(f"sequence of {n} tokens: largest difference from SDPA over it alone ")
+        assert float(line.rsplit(" ", 1)[1]) < 1e-12
+    observe("unsupported.expected", "\n".join(lines[2:4]))
+    observe("unsupported.transformers", "\n".join(lines[4:8]))
+    observe("unsupported.packed", "\n".join(lines[9:]))
