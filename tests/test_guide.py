@@ -112,6 +112,27 @@ def test_bad_data_stops_the_build_with_one_line(checkout, path, text, message):
     assert message in str(error.value) and "Fix:" in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("change, message", [
+    ("page", "claims/registry.yaml places merging-lse, merging-cpu-compiled, merging-parts, merging-dtype, "
+             "merging-one-graph, merging-gradients, merging-gpu on docs/pt/merging.md, which does not exist. Fix: "),
+    ("section", "claim 'merging-lse': docs/pt/merging.md has no section {#lse}. Fix: "),
+])
+def test_a_claims_page_or_section_that_is_missing_stops_the_build_with_one_line(checkout, change, message):
+    from mkdocs.exceptions import PluginError
+
+    from guide.site import snapshot
+    from guide.site.claims_page import claims_page
+
+    page = checkout / "docs/pt/merging.md"
+    if change == "page":
+        page.unlink()
+    else:
+        page.write_text(page.read_text(encoding="utf-8").replace("{#lse}", "{#lse-renamed}"), encoding="utf-8")
+    with pytest.raises(PluginError) as error:
+        claims_page(snapshot.load(checkout), "pt")
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
 def test_a_recording_run_replaces_every_case_of_the_functions_it_ran(checkout):
     from guide import records
 
