@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from snippets import backend_config as bc
 from snippets._cli import UsageError, run
@@ -215,6 +215,9 @@ VALUES = (st.none() | st.booleans() | st.integers() | st.sampled_from(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(KEYS, VALUES, max_size=4))
+@example({"attention_mechanism": "false"})  # each text that reads as a boolean, every time, not only when drawn
+@example({"attention_mechanism": " FALSE ", "--attention_mechanism": "true"})
+@example({"attention_mechanism": "True"})
 def test_a_json_or_toml_mapping_selects_what_simpletuner_selects(upstream, ran, config):
     ran(simpletuner=SIMPLETUNER[1])
     args = bc.arguments(config)
