@@ -4,8 +4,21 @@ import torch
 from snippets import quickstart as qs
 
 
-def test_causal_flex_attention_matches_sdpa_on_cpu(ran):
+def test_causal_flex_attention_matches_sdpa_on_cpu(ran, monkeypatch, capsys):
+    """The comparison and the program, on the CPU: the shapes the page names, and eager FlexAttention (the
+    program compiles only on a GPU)."""
+    shapes, real = [], qs.causal_attention
+
+    def watched(q, k, v, attention=qs.flex_attention):
+        assert attention is not qs.compiled_flex_attention, "compiled on the CPU"
+        shapes.append(tuple(q.shape))
+        return real(q, k, v, attention=attention)
+    monkeypatch.setattr(qs, "causal_attention", watched)
     assert qs.compare_with_sdpa("cpu", torch.float32) < 1e-5
+    assert shapes == [(2, 4, 256, 64)]
+    if not torch.cuda.is_available():
+        assert qs.main([]) == 0 and "device cpu" in capsys.readouterr().out
+        assert shapes == [(2, 4, 256, 64)] * 3  # the call shown, then the comparison
     ran(dtypes=torch.float32, head_dims=64, lengths=256, batch=2, heads=4, modes="eager", passes="forward",
         inputs="causal mask")
 
