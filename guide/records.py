@@ -133,12 +133,21 @@ def _without_other_tests(text: str, function: str) -> str:
     """A test module without its test functions other than `function` (decorators included)."""
     lines = text.splitlines(keepends=True)
     drop = set()
-    for node in ast.parse(text).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_") \
-                and node.name != function:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            drop.update(range(start - 1, node.end_lineno))
+    for name, start, end in _test_functions(text):
+        if name != function:
+            drop.update(range(start, end))
     return "".join(line for number, line in enumerate(lines) if number not in drop)
+
+
+@functools.lru_cache(maxsize=64)
+def _test_functions(text: str) -> tuple:
+    """(name, first line, end) of each top-level test function, 0-based, decorators included: a module is
+    parsed once, not once per test function whose hash it enters."""
+    found = []
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"):
+            found.append((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1, node.end_lineno))
+    return tuple(found)
 
 
 def gpu_name() -> str:
