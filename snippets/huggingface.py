@@ -62,9 +62,10 @@ def main(argv) -> int:
     # --8<-- [end:print_graphs]
     # --8<-- [start:print_compare]
     sdpa = small_llama("sdpa")  # the same weights as flex (seed 0)
-    batch = padded_batch(40, 10)
+    tokens, padding = 40, 10
+    batch = padded_batch(tokens, padding)
     gap = (logits(flex, *batch) - logits(sdpa, *batch)).abs().max()
-    print(f"float32, 40 tokens, 10 of them padding: the logits differ by at most {gap:.1e}")
+    print(f"float32, {tokens} tokens, {padding} of them padding: the logits differ by at most {gap:.1e}")
     # --8<-- [end:print_compare]
     # --8<-- [start:print_backward]
     flex.train()

@@ -435,3 +435,35 @@ def test_without_batch_and_heads_the_check_says_how_far_it_looked(capsys):
     code, lines, _ = report(capsys, "tests.broken_masks:full_attention", "--q-len", "1000", "--kv-len", "1000",
                             "--no-compile")
     assert statuses(lines)["sparsity"] == "ok" and code == 0
+
+
+@pytest.mark.parametrize("widths", [(128, 512), (512, 128), (256, 256)])
+def test_a_head_whose_mask_lies_inside_head_0s_still_depends_on_h(widths):
+    """Sliding windows of two widths, one per head: whichever head has the narrower window, the mask depends on h
+    (the oracle: the dense masks of the two heads, written out position by position, differ iff the widths do)."""
+    windows = torch.tensor(widths)
+
+    def window(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < windows[h])
+
+    written = [[[0 <= q - k < w for k in range(TOKENS)] for q in range(TOKENS)] for w in widths]
+    found = {f["check"]: f for f in maskcheck.check(window, TOKENS, TOKENS, heads=2, compile=False)}["batch-heads"]
+    assert found["message"].startswith("depends on h: ") == (written[0] != written[1])
+    assert found["status"] == "ok"
+
+
+def test_the_missing_name_hint_lists_the_mask_mods_and_score_mods(tmp_path, monkeypatch):
+    """A name that is not in the module: the fix lists its functions of 4 parameters (mask_mods) and of 5
+    (score_mods), in the module's order, and leaves out other functions, classes and imported torch functions."""
+    (tmp_path / "reader_masks.py").write_text(
+        "from torch import where\n\n\n"
+        "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n\n\n"
+        "def soft_cap(score, b, h, q_idx, kv_idx):\n    return score\n\n\n"
+        "def helper(x):\n    return x\n\n\n"
+        "def three(b, q_idx, kv_idx):\n    return q_idx\n\n\n"
+        "def with_default(b, h, q_idx, kv_idx, window=8):\n    return q_idx - kv_idx < window\n\n\n"
+        "class Mask:\n    def __init__(self, b, h, q_idx):\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(maskcheck.UsageError) as said:
+        maskcheck.load("reader_masks:causl")
+    assert str(said.value) == "reader_masks has no name 'causl'. Fix: give one of causal, soft_cap, with_default"

@@ -123,8 +123,14 @@ def test_create_block_mask_materialises_the_mask_and_compiling_it_does_not(obser
 
 
 def test_rows_with_nothing_to_attend_to_are_zero_not_nan_on_the_cpu(observe):
+    import torch
+    from torch.nn.attention.flex_attention import create_mask
+
     text = observe("troubleshooting.masked_rows_cpu", ts.describe_masked_rows("cpu"))
     assert text.splitlines() == ["flex_attention: padding rows 0, NaN False", "SDPA, boolean mask: padding rows 0, NaN False"]
+    # the docstring's mask, written out position by position: the first 200 tokens attend to each other only
+    written = torch.tensor([[q < 200 and k < 200 for k in range(256)] for q in range(256)])
+    assert torch.equal(create_mask(ts.padded, None, None, 256, 256, device="cpu")[0, 0], written)
 
 
 @pytest.mark.gpu
