@@ -56,8 +56,8 @@ site: setup
 test: setup browsers upstream
 	$(PY) -m pytest
 
-# One page's loop for its author: the translations' check, the page's own tests, and its program and
-# notebooks in every language (`make test-page PAGE=masks`); `make test` still runs everything.
+# One page's loop for its author: the translations' check, the page's own tests, its program and
+# notebook, and its built code in every language (`make test-page PAGE=masks`); `make test` still runs everything.
 test-page: setup
 	@test -n "$(PAGE)" -a -f "docs/en/$(PAGE).md" || { echo "error: no page docs/en/$(PAGE).md. Fix: make \
 	test-page PAGE=NAME, NAME one of: $$(ls docs/en | sed -n 's/\.md$$//p' | paste -sd ' ')" >&2; exit 1; }
