@@ -297,3 +297,32 @@ def test_gallery_pictures_are_drawn_from_the_recorded_output_in_each_language(si
         assert f"<code>{caption}</code>" in figure, oid
         assert figure.count("fill-opacity") - 4 == sum(c != "·" for row in rows for c in row), oid  # 4: legend
         assert f">{words['queries']} →</text>" in figure and f">{words['keys']} →</text>" in figure
+
+
+def test_each_distinct_code_block_is_highlighted_once_with_the_html_pygments_gives(monkeypatch):
+    """Two languages' pages with the same code block: Pygments runs once for it and the HTML is what it gives
+    uncached (the oracle: pygments.highlight called directly with the lexer and formatter pymdownx passed); a
+    block with other formatter options (a highlighted line) or other code is highlighted on its own."""
+    import markdown
+    import pygments
+
+    from guide.site import highlighting
+
+    calls, real = [], pygments.highlight
+
+    def spy(code, lexer, formatter, outfile=None):
+        calls.append((code, lexer, formatter))
+        return real(code, lexer, formatter)
+
+    monkeypatch.setattr(highlighting, "_html", {})
+    monkeypatch.setattr(highlighting.pygments, "highlight", spy)
+    highlighting.install()
+    block, marked, other = ("```python\nx = 1  # same\n```\n", '```python hl_lines="1"\nx = 1  # same\n```\n',
+                            "```python\ny = 2\n```\n")
+    pages = [markdown.markdown(text, extensions=["pymdownx.highlight", "pymdownx.superfences"])
+             for text in (block, "Texte.\n\n" + block, marked, other, other)]
+    assert len(calls) == 3, [c[0] for c in calls]  # x = 1 once, x = 1 with a marked line, y = 2
+    uncached = [real(*c).rstrip("\n") for c in calls]
+    assert pages[0] == pages[1].removeprefix("<p>Texte.</p>\n") and uncached[0] in pages[0]
+    assert uncached[1] in pages[2] and 'class="hll"' in pages[2] and 'class="hll"' not in pages[0]
+    assert uncached[2] in pages[3] and pages[3] == pages[4]

@@ -25,7 +25,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import claims_page, downloads, numbers, observed, performance, search, snapshot, translations
+from guide.site import (claims_page, downloads, highlighting, numbers, observed, performance, search, snapshot,
+                        translations)
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -65,6 +66,7 @@ class GuidePlugin(BasePlugin):
 
     def on_config(self, config):
         self.downloads = {}
+        highlighting.install()  # each distinct code block highlighted once for all languages and rebuilds
         try:
             import jieba  # the search plugin's Chinese segmenter: its dictionary's loading is no news to an author
         except ImportError:
