@@ -137,6 +137,8 @@ def notebook(markdown: str, words: dict, page_tier: str):
             prose.append(piece[1])
     if "".join(prose).strip():
         cells.append(nbf.new_markdown_cell("".join(prose).strip("\n")))
+    for number, cell in enumerate(cells):  # ids by position, not nbformat's random ones: the same page, the same file
+        cell["id"] = f"cell-{number}"
     nb = nbf.new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"}})

@@ -458,6 +458,21 @@ def test_a_notebooks_install_line_pins_what_requirements_txt_pins():
             assert requirement in pinned, (module, requirement)
 
 
+def test_a_page_gives_the_same_notebook_file_at_every_build():
+    """Cell ids by position: two builds of a page write the same bytes (nbformat would draw random ids), and the
+    ids are unique and valid nbformat 4.5 ids."""
+    import nbformat
+
+    from guide import i18n, pages
+
+    made = [nbformat.writes(pages.notebook(i18n.body(ROOT / "docs" / "en" / "masks.md"), i18n.words("en")["downloads"],
+                                           "cpu")) for _ in range(2)]
+    assert made[0] == made[1]
+    nb = nbformat.reads(made[0], as_version=nbformat.NO_CONVERT)
+    nbformat.validate(nb)
+    assert len({cell.id for cell in nb.cells}) == len(nb.cells) > 2
+
+
 def test_the_gpu_tier_downloads_nothing_and_names_a_missing_upstream_wheel():
     result = subprocess.run(["make", "-s", "verify-gpu", "SIMPLETUNER_WHEEL=build/upstream/missing.whl",
                              "GPU_PYTHON=false"], cwd=ROOT, capture_output=True, text=True, timeout=60)
