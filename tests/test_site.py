@@ -326,3 +326,40 @@ def test_each_distinct_code_block_is_highlighted_once_with_the_html_pygments_giv
     assert pages[0] == pages[1].removeprefix("<p>Texte.</p>\n") and uncached[0] in pages[0]
     assert uncached[1] in pages[2] and 'class="hll"' in pages[2] and 'class="hll"' not in pages[0]
     assert uncached[2] in pages[3] and pages[3] == pages[4]
+
+
+def test_a_pages_search_entries_are_parsed_once_and_are_those_the_search_plugin_makes(monkeypatch):
+    """The same page indexed again (the next rebuild) gets the entries Material's own indexer makes for it (the
+    oracle: its own method on a fresh index), without parsing its HTML again; a page whose HTML changed
+    is parsed anew; an index's entries are its own (changing them does not change what a later build gets)."""
+    from types import SimpleNamespace
+
+    from material.plugins.search.plugin import SearchIndex
+
+    from guide.site import search
+
+    parsed, original = [], search._index_page
+
+    def counting(index, page):
+        parsed.append(page.url)
+        original(index, page)
+
+    monkeypatch.setattr(search, "_entries", {})
+    monkeypatch.setattr(search, "_index_page", counting)
+    monkeypatch.setattr(SearchIndex, "add_entry_from_context", search._add_entry_from_context)
+
+    def page(html):
+        return SimpleNamespace(url="masks/", title="Masks", meta={}, toc=[], content=html)
+
+    html = '<h1 id="masks">Masks</h1><p>A mask_mod.</p><h2 id="causal">Causal</h2><p>q_idx >= kv_idx</p>'
+    first, again, changed = SearchIndex(), SearchIndex(), SearchIndex()
+    first.add_entry_from_context(page(html))
+    first.entries[0]["text"] = "changed after the build"
+    again.add_entry_from_context(page(html))
+    changed.add_entry_from_context(page(html.replace("Causal", "Sliding window")))
+    assert parsed == ["masks/", "masks/"]  # the first build and the changed page; not the rebuild
+    want = [SearchIndex(), SearchIndex()]
+    original(want[0], page(html))  # Material's own method, saved before remember_entries() replaces it
+    original(want[1], page(html.replace("Causal", "Sliding window")))
+    assert again.entries == want[0].entries and len(again.entries) == 2
+    assert changed.entries == want[1].entries and changed.entries != again.entries

@@ -13,6 +13,10 @@ Numbers and dates that these steps generate are in the page's locale (numbers.py
 
 After the build, the search index is split into one per language (search.py).
 
+Work that gives the same result for the same input is done once per process and reused by the other
+languages' builds and by serve's rebuilds: highlighting each code block (highlighting.py) and each
+page's search entries (search.py).
+
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
 import logging
@@ -67,6 +71,7 @@ class GuidePlugin(BasePlugin):
     def on_config(self, config):
         self.downloads = {}
         highlighting.install()  # each distinct code block highlighted once for all languages and rebuilds
+        search.remember_entries()  # each page's search entries parsed once for all rebuilds
         try:
             import jieba  # the search plugin's Chinese segmenter: its dictionary's loading is no news to an author
         except ImportError:

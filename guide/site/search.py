@@ -10,10 +10,12 @@ pipeline keeps). Chinese text arrives segmented by jieba (the search plugin does
 installed). `point_to_language` makes a translated page's theme configuration (`__config.base`)
 name its language's folder: the theme fetches the index from there and resolves results from there.
 """
+import copy
 import json
 import re
 from pathlib import Path
 
+from material.plugins.search.plugin import SearchIndex
 from mkdocs.exceptions import PluginError
 
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
@@ -50,3 +52,28 @@ def point_to_language(html: str, lang: str) -> str:
         text = json.dumps(config).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
         return match.group(1) + text + match.group(3)
     return CONFIG.sub(rebase, html, count=1)
+
+
+# The search plugin parses every page's HTML into index entries at every build; `mkdocs serve` rebuilds
+# all pages after an edit. remember_entries() makes it reuse the entries of a page whose URL, title,
+# metadata, HTML and table of contents it has indexed before in this process.
+_entries = {}
+_index_page = SearchIndex.add_entry_from_context
+
+
+def _toc(items) -> list:
+    return [(item.id, item.url, item.title, _toc(item.children)) for item in items]
+
+
+def _add_entry_from_context(index, page):
+    key = (page.url, str(page.title), repr(page.meta), page.content, repr(_toc(page.toc)))
+    if key not in _entries:
+        before = len(index.entries)
+        _index_page(index, page)
+        _entries[key] = copy.deepcopy(index.entries[before:])
+    else:
+        index.entries.extend(copy.deepcopy(_entries[key]))
+
+
+def remember_entries():
+    SearchIndex.add_entry_from_context = _add_entry_from_context
