@@ -50,7 +50,7 @@ def written_out(q, k, v, keep):
 
 
 @pytest.mark.parametrize("compiled", [False, True])
-def test_scores_dropped_in_a_score_mod_are_a_softmax_over_the_kept_keys(compiled, ran):
+def test_scores_dropped_in_a_score_mod_are_a_softmax_over_the_kept_keys(compiled, ran, monkeypatch):
     """Random keep patterns, one query with every key dropped; float64 eager, float32 compiled (the CPU compiles
     FlexAttention in float32)."""
     g = torch.Generator().manual_seed(0)
@@ -61,12 +61,8 @@ def test_scores_dropped_in_a_score_mod_are_a_softmax_over_the_kept_keys(compiled
     if compiled:  # from a fresh start: what this process compiled before (other lengths) does not change the shapes
         torch._dynamo.reset()
     attention = torch.compile(flex_attention) if compiled else flex_attention
-    original = unsupported.flex_attention
-    try:
-        unsupported.flex_attention = attention
-        got = unsupported.scores_dropped(q, k, v, keep)
-    finally:
-        unsupported.flex_attention = original
+    monkeypatch.setattr(unsupported, "flex_attention", attention)
+    got = unsupported.scores_dropped(q, k, v, keep)
     want = written_out(q.double(), k.double(), v.double(), keep)
     assert (got.double() - want).abs().max() < (1e-5 if compiled else 1e-12)
     assert torch.equal(got[0, 1, 3], torch.zeros(16, dtype=dtype))
@@ -156,7 +152,8 @@ def test_nested_tensors_are_refused_and_create_nested_block_mask_is_gone(observe
 
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("lengths", [(100, 37, 250), (128, 128, 1), (300,)])
-def test_a_nested_batch_packed_with_a_sequence_mask_is_causal_attention_over_each_sequence(lengths, compiled, ran):
+def test_a_nested_batch_packed_with_a_sequence_mask_is_causal_attention_over_each_sequence(lengths, compiled, ran,
+                                                                                            monkeypatch):
     """Against SDPA over each sequence alone; compiled (the BlockMask's skipped blocks matter there) in float32,
     eager in float64; lengths across and on the 128-token block boundary, and a single sequence."""
     dtype = torch.float32 if compiled else torch.float64
@@ -171,12 +168,8 @@ def test_a_nested_batch_packed_with_a_sequence_mask_is_causal_attention_over_eac
     def kept(*args, **kwargs):
         masks.append(create_block_mask(*args, **kwargs))
         return masks[-1]
-    original = unsupported.create_block_mask
-    try:
-        unsupported.create_block_mask = kept
-        out = unsupported.causal_per_sequence(q, k, v, attention=attention)
-    finally:
-        unsupported.create_block_mask = original
+    monkeypatch.setattr(unsupported, "create_block_mask", kept)
+    out = unsupported.causal_per_sequence(q, k, v, attention=attention)
     blocks = -(-sum(lengths) // 128)  # blocks of 128 tokens along each side; the kernel skips those not listed
     assert int((masks[0].kv_num_blocks + masks[0].full_kv_num_blocks).sum()) < blocks * blocks
     assert out.is_nested and out.shape[0] == len(lengths)
