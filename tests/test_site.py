@@ -363,3 +363,34 @@ def test_a_pages_search_entries_are_parsed_once_and_are_those_the_search_plugin_
     original(want[1], page(html.replace("Causal", "Sliding window")))
     assert again.entries == want[0].entries and len(again.entries) == 2
     assert changed.entries == want[1].entries and changed.entries != again.entries
+
+
+def test_a_pages_downloads_are_made_once_per_process_and_are_the_notebook_of_the_page(monkeypatch):
+    """A rebuild of an unchanged page gives the same download files without making the notebook again; the files
+    are the notebook and script of the page (the oracle: guide.pages and nbformat called directly); an edited
+    page gets new ones."""
+    from types import SimpleNamespace
+
+    import nbformat
+
+    from guide import pages
+    from guide.site import downloads, snapshot
+
+    data = snapshot.load(ROOT)
+    made, real = [], pages.notebook
+
+    def counting(*args):
+        made.append(args[0])
+        return real(*args)
+
+    downloads.made.cache_clear()
+    monkeypatch.setattr(pages, "notebook", counting)
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="en/kernels.md"))
+    markdown = (ROOT / "docs" / "en" / "kernels.md").read_text(encoding="utf-8").split("---\n", 2)[2]
+    site = "https://example.org/"
+    first, again = (downloads.transform(markdown, data, "en", page, site) for _ in range(2))
+    edited = downloads.transform(markdown + "\n```python\nprint(1)\n```\n", data, "en", page, site)
+    assert len(made) == 2 and first == again and edited[1] != first[1]
+    nb = real(downloads.for_notebook(markdown, site, ""), data.words["en"]["downloads"], "cpu")
+    assert first[1] == {"kernels.ipynb": nbformat.writes(nb) + "\n", "kernels.py": pages.as_script(nb)}
+    downloads.made.cache_clear()

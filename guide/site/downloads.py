@@ -1,6 +1,7 @@
 """Each page with Python code downloads as a notebook (.ipynb) and a script (.py) in its language,
 made from the page as the reader sees it (after the other transformations): prose as Markdown
 cells, code as code cells, in page order. The links go under the page's title."""
+import functools
 import re
 from pathlib import Path
 
@@ -30,6 +31,16 @@ def stem(page) -> str:
     return Path(page.file.src_uri).stem
 
 
+@functools.lru_cache(maxsize=None)
+def made(markdown, words, tier, name) -> tuple:
+    """((file name, content), ...) of a page's notebook and script; remembered for the process, as serve's
+    rebuilds make the same files again for every page not edited (notebooks have no random cell ids)."""
+    import nbformat
+
+    nb = pages.notebook(markdown, dict(words), tier)
+    return ((f"{name}.ipynb", nbformat.writes(nb) + "\n"), (f"{name}.py", pages.as_script(nb)))
+
+
 def transform(markdown, snapshot, lang, page, site_url) -> tuple:
     """(the page with its download links, {file name: content} to write beside the page)."""
     name = page.file.src_uri.partition("/")[2]
@@ -38,10 +49,7 @@ def transform(markdown, snapshot, lang, page, site_url) -> tuple:
         return markdown, {}
     words = snapshot.words[lang]["downloads"]
     prefix = "" if lang == snapshot.languages[0] else f"{lang}/"
-    nb = pages.notebook(for_notebook(markdown, site_url, prefix), words, tier)
-    import nbformat
-
-    files = {f"{stem(page)}.ipynb": nbformat.writes(nb) + "\n", f"{stem(page)}.py": pages.as_script(nb)}
+    files = dict(made(for_notebook(markdown, site_url, prefix), tuple(words.items()), tier, stem(page)))
     links = (f'<p class="page-downloads">{words["download"]} '
              f'<a href="{stem(page)}.ipynb" download>{words["notebook"]}</a> · '
              f'<a href="{stem(page)}.py" download>{words["script"]}</a></p>\n\n')

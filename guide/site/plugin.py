@@ -14,8 +14,8 @@ Numbers and dates that these steps generate are in the page's locale (numbers.py
 After the build, the search index is split into one per language (search.py).
 
 Work that gives the same result for the same input is done once per process and reused by the other
-languages' builds and by serve's rebuilds: highlighting each code block (highlighting.py) and each
-page's search entries (search.py).
+languages' builds and by serve's rebuilds: highlighting each code block (highlighting.py), each
+page's search entries (search.py) and each page's downloads (downloads.py).
 
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """
