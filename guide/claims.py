@@ -161,6 +161,23 @@ def sections(lang: str, page: str) -> dict:
     return found
 
 
+def placed(lang: str, claims: list) -> tuple:
+    """Where the claims stand in one language: {page: its sections} for the pages that exist, {page: the
+    ids it should hold} for those that do not, and [claim] for the claims whose page lacks their section."""
+    found, missing_pages = {}, {}
+    for claim in (c for c in claims if c.get("page")):
+        page = claim["page"]
+        if page not in found and page not in missing_pages:
+            if (i18n.docs() / lang / page).exists():
+                found[page] = sections(lang, page)
+            else:
+                missing_pages[page] = []
+        if page in missing_pages:
+            missing_pages[page].append(claim["id"])
+    missing_sections = [c for c in claims if c.get("page") in found and c["section"] not in found[c["page"]]]
+    return found, missing_pages, missing_sections
+
+
 def quantity_problems(claim: dict) -> list:
     """A seed verdict on a measurement names the quantity the older text gave and the one measured
     here; `confirmed` needs them to be the same."""
@@ -184,6 +201,7 @@ def check() -> list:
     problems, claims = [], registry()
     ids = [c["id"] for c in claims]
     problems += [f"claim {i!r} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    placements = {lang: placed(lang, claims) for lang in project.languages()}
     for claim in claims:
         cid, seed = claim["id"], claim.get("seed")
         if seed is not None and seed not in SEEDS:
@@ -203,11 +221,12 @@ def check() -> list:
             need = ["said", "why"] if seed == "not-verified" else ["claim"] + (["said"] if seed else [])
             problems += [f"claims/{lang}.yaml: {cid!r} has no {key!r}" for key in need if not text.get(key)]
             if claim.get("page"):
-                if not (i18n.docs() / lang / claim["page"]).exists():
+                found, missing_pages, missing_sections = placements[lang]
+                if claim["page"] in missing_pages:
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']} is missing")
                     continue
-                section = sections(lang, claim["page"]).get(claim["section"])
-                if section is None:
+                section = found[claim["page"]].get(claim["section"])
+                if claim in missing_sections:
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']} has no section #{claim['section']}")
                 elif f"<!-- claim: {cid} -->" not in section[1]:
                     problems.append(f"claim {cid!r}: docs/{lang}/{claim['page']}#{claim['section']} "

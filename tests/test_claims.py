@@ -213,13 +213,16 @@ def test_confirmed_needs_the_same_quantity(monkeypatch):
 def test_check_names_each_problem_in_one_line(monkeypatch):
     registry = claims.registry()
     broken = [*registry, registry[0], {"id": "new-claim", "page": "index.md", "section": "nowhere",
-                                       "tests": ["tests/test_doctor.py::test_missing"], "seed": "maybe"}]
+                                       "tests": ["tests/test_doctor.py::test_missing"], "seed": "maybe"},
+              {"id": "paged-claim", "page": "nowhere.md", "section": "anywhere", "tests": registry[0]["tests"]}]
     monkeypatch.setattr(claims, "registry", lambda: broken)
     problems = claims.check()
     assert f"claim {registry[0]['id']!r} is listed twice" in problems
     assert "claim 'new-claim': seed 'maybe' is not one of confirmed, corrected, other-quantity, not-verified" in problems
     assert "claim 'new-claim': test tests/test_doctor.py::test_missing does not exist" in problems
     assert "claim 'new-claim': docs/zh/index.md has no section #nowhere" in problems
+    assert "claim 'paged-claim': docs/hi/nowhere.md is missing" in problems
+    assert not any(p.startswith("claim 'paged-claim': docs/hi/nowhere.md has no section") for p in problems)
     assert "claims/pt.yaml: 'new-claim' has no 'claim'" in problems
     assert all("\n" not in p for p in problems)
 

@@ -99,18 +99,15 @@ def claims_page(snapshot, lang):
     pages = [p for p in dict.fromkeys(c["page"] for c in registry if c.get("page"))]
     out = [numbers.say(words["summary"], n=len(registry), p=len(pages),
                        c=sum(c.get("seed") == "corrected" for c in registry), envs=", ".join(envs.values())), ""]
-    sections = {}
-    for page in pages:
-        try:
-            sections[page] = claims.sections(lang, page)
-        except FileNotFoundError:
-            ids = ", ".join(c["id"] for c in registry if c.get("page") == page)
-            raise PluginError(f"claims/registry.yaml places {ids} on docs/{lang}/{page}, which does not exist. "
-                              f"Fix: write the page, or correct the claims' page (python -m guide claims check)") from None
-    for claim in registry:
-        if claim.get("page") and claim["section"] not in sections[claim["page"]]:
-            raise PluginError(f"claim {claim['id']!r}: docs/{lang}/{claim['page']} has no section {{#{claim['section']}}}. "
-                              f"Fix: give the section that heading anchor, or correct the claim's section")
+    sections, missing_pages, missing_sections = claims.placed(lang, registry)
+    if missing_pages:
+        page, ids = next(iter(missing_pages.items()))
+        raise PluginError(f"claims/registry.yaml places {', '.join(ids)} on docs/{lang}/{page}, which does not exist. "
+                          f"Fix: write the page, or correct the claims' page (python -m guide claims check)")
+    if missing_sections:
+        claim = missing_sections[0]
+        raise PluginError(f"claim {claim['id']!r}: docs/{lang}/{claim['page']} has no section {{#{claim['section']}}}. "
+                          f"Fix: give the section that heading anchor, or correct the claim's section")
 
     def where(claim):
         title = sections[claim["page"]][claim["section"]][0]
