@@ -104,6 +104,15 @@ class Recorder:
         self.outcomes = {}
         self.observed = {}
         self.seen = {}  # test id -> what it ran (the `ran` fixture), for the scopes of its claims
+        self.deselected = set()  # collected and not run (-k, -m, the GPU tier): their records stay
+
+    def pytest_deselected(self, items):
+        self.deselected.update(item.nodeid for item in items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        """pytest-xdist: a worker collected, and deselected, for the controller that records."""
+        self.deselected.update(getattr(node, "workeroutput", {}).get("deselected", ()))
 
     def pytest_runtest_logreport(self, report):
         # Each property is a (name, value) pair, as pytest's --junitxml expects.
@@ -132,12 +141,13 @@ class Recorder:
 
     def pytest_sessionfinish(self, session, exitstatus):
         if hasattr(self.config, "workerinput"):
+            self.config.workeroutput["deselected"] = sorted(self.deselected)
             return  # a pytest-xdist worker: its controller records the run
         name = self.config.getoption("--record")
         if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
             name = records.gpu_name()
         if name and self.outcomes and exitstatus in (0, 1):  # failures are recorded too
-            path = records.save(name, self.outcomes, self.observed)
+            path = records.save(name, self.outcomes, self.observed, self.deselected)
             print(f"\nrecorded {len(self.outcomes)} tests and {len(self.observed)} outputs "
                   f"in {project.relative(path)}")
 

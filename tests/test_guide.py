@@ -144,6 +144,26 @@ def test_a_recording_run_replaces_every_case_of_the_functions_it_ran(checkout):
     assert set(records.load("x")["tests"]) == {f"{old}[a]", other}
 
 
+def test_a_recording_run_keeps_the_cases_it_deselected(checkout):
+    """-k deselects one case of a function whose other case runs: the deselected case keeps its record, in
+    one process and when pytest-xdist workers collect and the controller records."""
+    from guide import records
+
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    function = "tests/test_merging.py::test_large_scores_merge_without_overflow"
+    kept, run = f"{function}[dtype0-300.0]", f"{function}[dtype1-30.0]"
+    old = {"outcome": "passed", "gpu": False, "source_sha256": "0"}
+    for workers in ([], ["-n", "2"]):
+        (checkout / "records/x.json").write_text(json.dumps({"environment": {}, "tests": {kept: old, run: old},
+                                                             "outputs": {}}))
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers, "--record", "x",
+                                 "-k", "dtype1", function], cwd=checkout, capture_output=True, text=True)
+        assert result.returncode == 0 and "recorded 1 tests" in result.stdout, result.stdout[-2000:]
+        tests = records.load("x")["tests"]
+        assert tests[kept] == old, workers
+        assert tests[run]["source_sha256"] == records.source_hash(run) != "0", workers
+
+
 def test_no_source_file_is_ignored_by_git():
     """A .gitignore pattern must not hide code from commits (a bare `site/` once hid guide/site/)."""
     files = [str(p.relative_to(ROOT)) for folder in ("guide", "snippets", "tests")
