@@ -1,4 +1,5 @@
 """The built site: strict build, every page in every language, includes and markup as promised."""
+import os
 import re
 from html.parser import HTMLParser
 
@@ -394,3 +395,149 @@ def test_a_pages_downloads_are_made_once_per_process_and_are_the_notebook_of_the
     nb = real(downloads.for_notebook(markdown, site, ""), data.words["en"]["downloads"], "cpu")
     assert first[1] == {"kernels.ipynb": nbformat.writes(nb) + "\n", "kernels.py": pages.as_script(nb)}
     downloads.made.cache_clear()
+
+
+def test_a_page_is_converted_once_for_the_same_input_and_as_mkdocs_converts_it(tmp_path, monkeypatch, caplog):
+    """A page rendered again (the next language's build, a rebuild) with the same Markdown, the same included
+    files and the same site gets what MkDocs' own Page.render gives a fresh page (the oracle), without
+    converting it again, and the warning of its broken link is logged again; an edited snippet file or
+    page is converted anew."""
+    import logging
+
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import File, Files
+    from mkdocs.structure.pages import Page
+
+    from guide.site import rendering
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "code.py").write_text("# --8<-- [start:part]\nx = 1\n# --8<-- [end:part]\n", encoding="utf-8")
+    text = '# Title\n\n## Part {#part}\n\n```text\n--8<-- "code.py:part"\n```\n\nSee [there](missing.md).\n'
+    (tmp_path / "docs/a.md").write_text(text, encoding="utf-8")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: t\nmarkdown_extensions:\n  - attr_list\n  - toc\n  - pymdownx.superfences\n"
+        "  - pymdownx.snippets:\n      base_path: ['.']\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    config = load_config(str(tmp_path / "mkdocs.yml"))
+    files = Files([File("a.md", config.docs_dir, config.site_dir, config.use_directory_urls)])
+    converted, real = [], rendering._render
+
+    def counting(page, config, files):
+        converted.append(page.file.src_uri)
+        real(page, config, files)
+
+    def page():
+        p = Page(None, files.get_file_from_path("a.md"), config)
+        p.read_source(config)
+        return p
+
+    monkeypatch.setattr(rendering, "_pages", {})
+    monkeypatch.setattr(rendering, "_render", counting)
+    monkeypatch.setattr(Page, "render", Page.render)  # undone after the test
+    rendering.install()
+    assert Page.render is rendering.render
+    caplog.set_level(logging.INFO, logger="mkdocs")
+    first, again, want = page(), page(), page()
+    rendering.render(first, config, files)
+    rendering.render(again, config, files)
+    real(want, config, files)
+    assert converted == ["a.md"]
+    for got in (first, again):
+        assert (got.content, str(got.toc), got.title, got.present_anchor_ids) == \
+            (want.content, str(want.toc), want.title, want.present_anchor_ids)
+    assert "x = 1" in want.content and "part" in want.present_anchor_ids
+    assert sum("missing.md" in r.getMessage() for r in caplog.records) == 3  # each render, cached or not
+    (tmp_path / "code.py").write_text("# --8<-- [start:part]\ny = 2\n# --8<-- [end:part]\n", encoding="utf-8")
+    edited = page()
+    rendering.render(edited, config, files)
+    assert converted == ["a.md", "a.md"] and "y = 2" in edited.content and "x = 1" not in edited.content
+    other = page()
+    other.markdown += "\nMore.\n"
+    rendering.render(other, config, files)
+    assert len(converted) == 3 and "More." in other.content
+
+
+SHADOWED = "assets/javascripts/lunr/min/lunr.da.min.js"  # a theme file, and a docs file of the same path
+
+
+def test_the_themes_files_are_listed_once_and_as_mkdocs_lists_them(tmp_path, monkeypatch):
+    """The guide's theme with a folder of this project in front: the files added are those MkDocs' own
+    Files.add_files_from_theme adds (the oracle), a docs file still wins over a theme file of the same path,
+    the listing is made once for two builds, and a file added to the project's folder is listed anew."""
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import File, Files
+
+    from guide.site import theme
+
+    listed, real = [], theme._add_files_from_theme
+
+    def counting(files, env, config):
+        listed.append(len(files))
+        real(files, env, config)
+
+    monkeypatch.setattr(theme, "_listed", {})
+    monkeypatch.setattr(theme, "_add_files_from_theme", counting)
+    monkeypatch.setattr(Files, "add_files_from_theme", Files.add_files_from_theme)  # undone after the test
+    theme.install()
+    assert Files.add_files_from_theme is theme.add_files_from_theme
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    project_folder = tmp_path / "overrides"
+    (project_folder / "assets").mkdir(parents=True)
+    (project_folder / "assets/extra.css").write_text("p {}\n", encoding="utf-8")
+    config.theme.dirs.insert(0, str(project_folder))
+    env = config.theme.get_env()
+
+    def listing(add):
+        docs_file = File(SHADOWED, config.docs_dir, config.site_dir, config.use_directory_urls)
+        files = Files([docs_file])
+        add(files, env, config)
+        return sorted((f.src_uri, f.abs_src_path, f.dest_uri) for f in files)
+
+    want = listing(real)
+    assert listing(Files.add_files_from_theme) == want == listing(Files.add_files_from_theme) and len(listed) == 1
+    assert ("assets/extra.css", str(project_folder / "assets/extra.css"), "assets/extra.css") in want
+    assert len(want) > 20 and [src for uri, src, _ in want if uri == SHADOWED] == [os.path.join(config.docs_dir, SHADOWED)]
+    (project_folder / "assets/more.css").write_text("p {}\n", encoding="utf-8")
+    again = listing(Files.add_files_from_theme)
+    assert len(listed) == 2 and again == listing(real) and len(again) == len(want) + 1
+
+
+def test_numbers_are_formatted_once_per_locale_as_babel_formats_them():
+    """The oracle: Babel called directly. A number formatted again in the same locale comes from memory; in
+    another locale it is formatted for that locale; an int and the equal float are told apart."""
+    from babel.numbers import format_decimal
+
+    from guide.site import numbers
+
+    numbers._number.cache_clear()
+    try:
+        got = []
+        for lang in ("en", "pt", "en"):
+            numbers.use(lang)
+            got.append((numbers.number(16384), numbers.number(1.2345, ".2f"), numbers.number(1), numbers.number(1.0)))
+        assert got[0] == (format_decimal(16384, locale="en_US"), "1.23", "1", "1.0") == got[2]
+        assert got[1] == (format_decimal(16384, locale="pt_BR"), "1,23", "1", "1.0") and got[1] != got[0]
+        assert numbers._number.cache_info().hits == 4
+    finally:
+        numbers.use("en")
+
+
+def test_a_rebuild_in_the_same_process_writes_what_a_fresh_build_writes(site, tmp_path):
+    """The caches a rebuild uses (highlighting, page conversion, theme files, search entries, downloads,
+    numbers) change nothing: the second of two strict builds in one process writes, file for file, what the
+    site fixture's fresh process wrote (the oracle)."""
+    import subprocess
+    import sys
+
+    code = ("import logging, sys\nlogging.disable(logging.WARNING)\n"
+            "from mkdocs.commands.build import build\nfrom mkdocs.config import load_config\n"
+            "for name in ('one', 'two'):\n"
+            "    build(load_config('mkdocs.yml', site_dir=sys.argv[1] + '/' + name, strict=True))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                            env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    fresh = {p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
+    rebuilt = {p.relative_to(tmp_path / "two"): p.read_bytes() for p in sorted((tmp_path / "two").rglob("*"))
+               if p.is_file()}
+    assert sorted(rebuilt) == sorted(fresh)
+    assert [str(name) for name in fresh if rebuilt[name] != fresh[name]] == []

@@ -3,6 +3,7 @@ Portuguese, 16,384 and 16.384, November 21, 2026 and 21 de novembro de 2026. Onl
 generates goes through here (sentences, tables, chart labels, captions); program output on the site
 stays exactly as printed. The plugin sets the locale of the page being rendered (`use`)."""
 import datetime
+import functools
 import re
 import string
 
@@ -21,16 +22,21 @@ def use(lang: str) -> None:
 def number(value, spec="") -> str:
     """value formatted as Python's format(value, spec) would, in the page's locale: .Nf, .N%, .Ng;
     a whole number without a spec with the locale's grouping."""
+    return _number(value, spec, _locale[0])
+
+
+@functools.lru_cache(maxsize=None, typed=True)  # every build formats the same numbers in each language
+def _number(value, spec, locale) -> str:
     match = re.fullmatch(r"\.(\d+)([fg%])", spec)
     if match is None:
-        return format_decimal(value, locale=_locale[0]) if isinstance(value, int) and not spec else format(value, spec)
+        return format_decimal(value, locale=locale) if isinstance(value, int) and not spec else format(value, spec)
     digits, kind = int(match[1]), match[2]
     decimals = "." + "0" * digits if digits else ""
     if kind == "f":
-        return format_decimal(value, format="#,##0" + decimals, locale=_locale[0])
+        return format_decimal(value, format="#,##0" + decimals, locale=locale)
     if kind == "%":
-        return format_percent(value, format="#,##0" + decimals + "%", locale=_locale[0])
-    return format_decimal(value, format="@" + "#" * (digits - 1), locale=_locale[0])
+        return format_percent(value, format="#,##0" + decimals + "%", locale=locale)
+    return format_decimal(value, format="@" + "#" * (digits - 1), locale=locale)
 
 
 def date(iso: str) -> str:

@@ -29,8 +29,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import (claims_page, downloads, highlighting, numbers, observed, performance, search, snapshot,
-                        translations)
+from guide.site import (claims_page, downloads, highlighting, numbers, observed, performance, rendering, search,
+                        snapshot, theme, translations)
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -71,6 +71,8 @@ class GuidePlugin(BasePlugin):
     def on_config(self, config):
         self.downloads = {}
         highlighting.install()  # each distinct code block highlighted once for all languages and rebuilds
+        rendering.install()  # each page's Markdown converted once for the same input, in every rebuild
+        theme.install()  # the theme's static files listed once, not in every build
         search.remember_entries()  # each page's search entries parsed once for all rebuilds
         try:
             import jieba  # the search plugin's Chinese segmenter: its dictionary's loading is no news to an author
