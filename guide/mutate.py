@@ -2,8 +2,8 @@
 
     python -m guide.mutate config mutation/<module>.toml build/mutation/<module>.toml
         the session's configuration: mutation/<module>.toml, with the lines to mutate computed from the
-        source: every line but those of the functions its `[guide] gpu-only` list names (their tests need
-        a GPU, so a CPU run cannot see a mutant there), for cr-filter-lines
+        source: every line but those of the functions and module-level names its `[guide] gpu-only` list
+        names (their tests need a GPU, so a CPU run cannot see a mutant there), for cr-filter-lines
     python -m guide.mutate sample build/mutation/<module>.sqlite KEEP
         with KEEP < 1, marks as skipped the -1 twin of each NumberReplacer mutant (its +1 twin stays) and
         a seeded random share 1 - KEEP of the other mutants; KEEP = 1 keeps all
@@ -51,9 +51,14 @@ OUT = Path("build/mutation")
 
 
 def kept_lines(source: str, gpu_only) -> list:
-    """Line ranges ("a-b") of the source outside the named top-level functions (decorators included)."""
+    """Line ranges ("a-b") of the source outside the named top-level functions (decorators included) and
+    module-level names (an assignment, all its lines: a constant only the GPU code reads)."""
     tree = ast.parse(source)
     found = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        found.update({target.id: node for target in targets if isinstance(target, ast.Name)})
     missing = sorted(set(gpu_only) - set(found))
     if missing:
         raise SystemExit(f"error: gpu-only names {', '.join(missing)}, which the module does not define. "
@@ -61,7 +66,7 @@ def kept_lines(source: str, gpu_only) -> list:
     dropped = set()
     for name in gpu_only:
         node = found[name]
-        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         dropped.update(range(start, node.end_lineno + 1))
     ranges, start = [], None
     last = len(source.splitlines())

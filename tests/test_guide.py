@@ -362,6 +362,9 @@ def test_mutation_skips_exactly_the_lines_of_gpu_only_functions():
     source = "import torch\n\n\ndef on_cpu():\n    return 1\n\n\n@decorated\ndef on_gpu():\n    return 2\n\n\ndef tail():\n    pass\n"
     assert mutate.kept_lines(source, ["on_gpu"]) == ["1-7", "11-14"]
     assert mutate.kept_lines(source, []) == ["1-14"]
+    constants = "import torch\nSIZES = [\n    1,\n    2,\n]\nRUNS: int = 5\nKEPT = 3\n\n\ndef on_gpu():\n    return SIZES\n"
+    assert mutate.kept_lines(constants, ["SIZES", "RUNS", "on_gpu"]) == ["1-1", "7-9"]
+    assert mutate.kept_lines(constants, ["KEPT"]) == ["1-6", "8-11"]
     with pytest.raises(SystemExit, match="gpu-only names gone, which the module does not define"):
         mutate.kept_lines(source, ["gone"])
 
