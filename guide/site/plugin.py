@@ -15,7 +15,9 @@ After the build, the search index is split into one per language (search.py).
 
 Work that gives the same result for the same input is done once per process and reused by the other
 languages' builds and by serve's rebuilds: highlighting each code block (highlighting.py), each
-page's search entries (search.py) and each page's downloads (downloads.py).
+page's search entries (search.py), each page's downloads (downloads.py), each page's HTML from its
+Markdown (rendering.py), the listing of the theme's static files (theme.py) and each number formatted
+for a locale (numbers.py).
 
 Bad data stops the build with a one-line PluginError naming the problem and the fix.
 """

@@ -14,7 +14,7 @@ from mkdocs.structure.pages import Page
 INCLUDE = re.compile(r'--8<--\s+"([^"\n]+)"')  # pymdownx.snippets: "path" or "path:section"
 _render = Page.render
 _pages = {}
-_files = {}  # id of a build's Files -> (the Files, what of them a page's links can depend on)
+_files = [None, ()]  # the last build's Files, what of them a page's links can depend on
 
 
 class _Caught(logging.Handler):
@@ -27,10 +27,9 @@ class _Caught(logging.Handler):
 
 
 def _site_files(files) -> tuple:
-    known = _files.get(id(files))
-    if known is None or known[0] is not files:
-        known = _files[id(files)] = (files, tuple(sorted((f.src_uri, f.url) for f in files)))
-    return known[1]
+    if _files[0] is not files:
+        _files[:] = [files, tuple(sorted((f.src_uri, f.url) for f in files))]
+    return _files[1]
 
 
 def key(page, config, files) -> tuple:
