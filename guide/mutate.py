@@ -51,14 +51,16 @@ OUT = Path("build/mutation")
 
 
 def kept_lines(source: str, gpu_only) -> list:
-    """Line ranges ("a-b") of the source outside the named top-level functions (decorators included) and
-    module-level names (an assignment, all its lines: a constant only the GPU code reads)."""
+    """Line ranges ("a-b") of the source outside the named top-level functions and classes (decorators
+    included) and module-level names (an assignment, all its lines: a constant only the GPU code reads)."""
     tree = ast.parse(source)
-    found = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = {node.name: node for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for node in tree.body:
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, ast.AnnAssign) else [])
-        found.update({target.id: node for target in targets if isinstance(target, ast.Name)})
+        names = [n for t in targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])]  # A, B = 1, 2
+        found.update({name.id: node for name in names if isinstance(name, ast.Name)})
     missing = sorted(set(gpu_only) - set(found))
     if missing:
         raise SystemExit(f"error: gpu-only names {', '.join(missing)}, which the module does not define. "

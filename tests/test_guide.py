@@ -365,6 +365,9 @@ def test_mutation_skips_exactly_the_lines_of_gpu_only_functions():
     constants = "import torch\nSIZES = [\n    1,\n    2,\n]\nRUNS: int = 5\nKEPT = 3\n\n\ndef on_gpu():\n    return SIZES\n"
     assert mutate.kept_lines(constants, ["SIZES", "RUNS", "on_gpu"]) == ["1-1", "7-9"]
     assert mutate.kept_lines(constants, ["KEPT"]) == ["1-6", "8-11"]
+    classes = "import torch\n\n\n@dataclass\nclass Block:\n    size = 1\n\n\ndef main():\n    pass\n"
+    assert mutate.kept_lines(classes, ["Block"]) == ["1-3", "7-10"]
+    assert mutate.kept_lines("import torch\nDIM, HEADS = (\n    64, 8)\nKEPT = 1\n", ["HEADS"]) == ["1-1", "4-4"]
     with pytest.raises(SystemExit, match="gpu-only names gone, which the module does not define"):
         mutate.kept_lines(source, ["gone"])
 
