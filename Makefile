@@ -127,7 +127,7 @@ clean:
 # The steps apart: mutate-prepare (the mutants, exported to build/mutation/<module>.jobs.json, and the
 # coverage), `python -m guide.mutate run MODULE... --jobs N` (standard library and the tests' packages only:
 # it runs wherever the tests run, and resumes from build/mutation/results.jsonl), mutate-report.
-MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck merging huggingface biases blockmask kernel_options unsupported head_dims
+MUTATE ?= backend_config doctor masks troubleshooting kernels dispatch decoding paged quickstart accuracy flash gallery maskcheck merging huggingface biases blockmask kernel_options unsupported head_dims compiled
 MUTATE_SAMPLE ?= 1
 MUTATE_JOBS ?= 2
 COSMIC_RAY ?= cosmic-ray==8.7.0

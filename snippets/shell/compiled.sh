@@ -1,0 +1,3 @@
+# --8<-- [start:run]
+python -m snippets.compiled
+# --8<-- [end:run]
