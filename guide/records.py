@@ -256,14 +256,38 @@ def stale(record: dict) -> list:
             if entry["source_sha256"] != source_hash(key if part == "tests" else entry["test"])]
 
 
+def missing(record: dict) -> list:
+    """For a GPU record, what its GPU tier records for the pages and has no entry for: each output that a
+    page shows from a GPU run, and each page test of the GPU tier (a GPU page's script and notebook, a CPU
+    page's GPU outputs printed by its script). [] for the CPU record."""
+    if "compute_capability" not in record["environment"]:
+        return []
+    from guide import pages
+
+    want = []
+    for page, tier in pages.programs().items():
+        shown = [oid for oid, gpu in pages.observed(page) if gpu]
+        want += shown
+        if tier == "gpu":
+            want += [f"tests/test_pages.py::test_gpu_page_runs_as_one_script[{page}]",
+                     f"tests/test_pages.py::test_gpu_notebook_runs[{page}]"]
+        elif shown:
+            want.append(f"tests/test_pages.py::test_cpu_page_prints_its_gpu_outputs_on_a_gpu[{page}]")
+    return [key for key in want if key not in record["tests"] and key not in record["outputs"]]
+
+
 def status() -> int:
-    """Every recorded test and output, current or STALE; 1 when any is stale."""
+    """Every recorded test and output, current or STALE, and what a GPU record lacks (MISSING); 1 when any
+    entry is stale or missing."""
     bad = 0
     for name, record in all_records().items():
         old = set(stale(record))
-        bad += len(old)
+        lacking = missing(record)
+        bad += len(old) + len(lacking)
         for key in [*record["tests"], *record["outputs"]]:
             print(f"{name:22} {'STALE' if key in old else 'current':8} {key}")
+        for key in lacking:
+            print(f"{name:22} {'MISSING':8} {key}")
     if bad:
-        print(f"{bad} stale entries: re-record them with `make record` (CPU) or `make verify-gpu` (CUDA)")
+        print(f"{bad} stale or missing entries: record them with `make record` (CPU) or `make verify-gpu` (CUDA)")
     return 1 if bad else 0

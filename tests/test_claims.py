@@ -356,3 +356,22 @@ def test_what_a_test_ran_is_recorded_beside_its_outcome(tmp_path):
     seen = json.loads(result.stdout.split("RAN=", 1)[1].splitlines()[0])
     assert seen["test_one"] == {"dtypes": ["bfloat16", "float16"], "head_dims": [64, 128]}
     assert "test_bad" not in seen and "ran() takes" in result.stdout
+
+
+def test_a_gpu_record_lacking_what_the_pages_show_from_a_gpu_is_reported_missing():
+    """records.missing: a GPU record with no entries lacks each GPU output a page marks `gpu` and the GPU tier's
+    page tests (a GPU page's script and notebook, a CPU page's GPU outputs); the CPU record lacks none of
+    them; an entry present is not listed."""
+    gpu = {"environment": {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}, "tests": {}, "outputs": {}}
+    lacking = records.missing(gpu)
+    assert "compiled.ways" in lacking and "kernel_options.gpu" in lacking  # <!-- observed: ... gpu --> on those pages
+    assert "kernel_options.cpu" not in lacking and "masks.picture_causal" not in lacking
+    assert "tests/test_pages.py::test_gpu_page_runs_as_one_script[compiled.md]" in lacking
+    assert "tests/test_pages.py::test_gpu_notebook_runs[compiled.md]" in lacking
+    assert "tests/test_pages.py::test_cpu_page_prints_its_gpu_outputs_on_a_gpu[kernel_options.md]" in lacking
+    assert not any(key.endswith("[masks.md]") for key in lacking)  # a CPU page with no GPU output
+    assert not any("[kernel_options.md]" in key and "gpu_page" in key for key in lacking)
+    gpu["outputs"]["compiled.ways"] = {}
+    gpu["tests"]["tests/test_pages.py::test_gpu_notebook_runs[compiled.md]"] = {}
+    assert set(records.missing(gpu)) == set(lacking) - {"compiled.ways", "tests/test_pages.py::test_gpu_notebook_runs[compiled.md]"}
+    assert records.missing({**gpu, "environment": {"gpu": "none (CPU)"}}) == []
