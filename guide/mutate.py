@@ -2,8 +2,8 @@
 
     python -m guide.mutate config mutation/<module>.toml build/mutation/<module>.toml
         the session's configuration: mutation/<module>.toml, with the lines to mutate computed from the
-        source: every line but those of the functions and module-level names its `[guide] gpu-only` list
-        names (their tests need a GPU, so a CPU run cannot see a mutant there), for cr-filter-lines
+        source: every line but those of the functions, classes and module-level names its `[guide] gpu-only`
+        list names (their tests need a GPU, so a CPU run cannot see a mutant there), for cr-filter-lines
     python -m guide.mutate sample build/mutation/<module>.sqlite KEEP
         with KEEP < 1, marks as skipped the -1 twin of each NumberReplacer mutant (its +1 twin stays) and
         a seeded random share 1 - KEEP of the other mutants; KEEP = 1 keeps all
