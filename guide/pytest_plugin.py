@@ -147,7 +147,8 @@ class Recorder:
         if name == "auto":  # one record per kind of machine: cpu, or the GPU's name
             name = records.gpu_name()
         if name and self.outcomes and exitstatus in (0, 1):  # failures are recorded too
-            path = records.save(name, self.outcomes, self.observed, self.deselected)
+            named = {arg.split("[", 1)[0] for arg in self.config.args if "::" in arg and "[" in arg}
+            path = records.save(name, self.outcomes, self.observed, self.deselected, named)
             print(f"\nrecorded {len(self.outcomes)} tests and {len(self.observed)} outputs "
                   f"in {project.relative(path)}")
 

@@ -224,16 +224,18 @@ def test_exists(nodeid: str) -> bool:
     return path.exists() and bool(re.search(rf"^def {re.escape(name)}\(", path.read_text(encoding="utf-8"), re.M))
 
 
-def save(name: str, tests: dict, outputs: dict, deselected=frozenset()) -> Path:
+def save(name: str, tests: dict, outputs: dict, deselected=frozenset(), named=frozenset()) -> Path:
     """Merge this run into records/<name>.json under a fresh environment stamp: a test function that
     ran replaces every recorded case of it (and the outputs they observed), but the cases the run
-    deselected (-k, -m, the GPU tier) keep theirs; removed tests go."""
+    deselected (-k, -m, the GPU tier) keep theirs, and so do the other cases of a function whose cases
+    the command line `named` one by one (test_x.py::test_y[case]); removed tests go."""
     record = copy.deepcopy(load(name))  # load() shares its parsed records
     record["environment"] = environment(name)
     ran = {nodeid.split("[", 1)[0] for nodeid in tests}  # a function that ran replaces all its cases
 
     def replaced(nodeid):
-        return nodeid.split("[", 1)[0] in ran and nodeid not in deselected
+        function = nodeid.split("[", 1)[0]
+        return function in ran and nodeid not in deselected and (function not in named or nodeid in tests)
     for part, new in (("tests", tests), ("outputs", outputs)):
         kept = {k: v for k, v in record[part].items() if not replaced(k if part == "tests" else v["test"])}
         merged = {**kept, **new}

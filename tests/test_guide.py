@@ -144,20 +144,22 @@ def test_a_recording_run_replaces_every_case_of_the_functions_it_ran(checkout):
     assert set(records.load("x")["tests"]) == {f"{old}[a]", other}
 
 
-def test_a_recording_run_keeps_the_cases_it_deselected(checkout):
-    """-k deselects one case of a function whose other case runs: the deselected case keeps its record, in
-    one process and when pytest-xdist workers collect and the controller records."""
+def test_a_recording_run_keeps_the_cases_it_deselected_or_did_not_name(checkout):
+    """-k deselects one case of a function whose other case runs, or the command line names the other case
+    alone: the case that did not run keeps its record, in one process and when pytest-xdist workers
+    collect and the controller records."""
     from guide import records
 
     shutil.copy(ROOT / "pyproject.toml", checkout)
     function = "tests/test_merging.py::test_large_scores_merge_without_overflow"
     kept, run = f"{function}[dtype0-300.0]", f"{function}[dtype1-30.0]"
     old = {"outcome": "passed", "gpu": False, "source_sha256": "0"}
-    for workers in ([], ["-n", "2"]):
+    for workers, selection in (([], ["-k", "dtype1", function]), (["-n", "2"], ["-k", "dtype1", function]),
+                               ([], [run]), (["-n", "2"], [run])):
         (checkout / "records/x.json").write_text(json.dumps({"environment": {}, "tests": {kept: old, run: old},
                                                              "outputs": {}}))
         result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers, "--record", "x",
-                                 "-k", "dtype1", function], cwd=checkout, capture_output=True, text=True)
+                                 *selection], cwd=checkout, capture_output=True, text=True)
         assert result.returncode == 0 and "recorded 1 tests" in result.stdout, result.stdout[-2000:]
         tests = records.load("x")["tests"]
         assert tests[kept] == old, workers
