@@ -66,7 +66,7 @@ def verdict(claim: dict, tests: dict) -> str:
             entry = tests[nodeid]
             if entry["outcome"] in ("failed", "error"):
                 states.append("failed")
-            elif entry["source_sha256"] != records.source_hash(nodeid):
+            elif not records.current(entry["source_sha256"], nodeid):
                 states.append("stale")
             else:
                 states.append("passed" if entry["outcome"] == "passed" else "skipped")

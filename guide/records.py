@@ -103,12 +103,21 @@ def _test_modules_used(module: str, mtime_ns: int) -> tuple:
     return tuple(sorted({name for name in re.findall(r"\btests\.(\w+)", text) if not name.startswith("test_")}))
 
 
-def source_hash(key: str) -> str:
-    """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench')."""
+def source_hash(key: str, blank_lines_kept: bool = False) -> str:
+    """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench').
+    blank_lines_kept: as records written before 2026-11-27 hashed a test module (see `current`)."""
     files = sources(topic_of(key), parameter(key).split("-")[0]) + (test_sources(key) if "::" in key else [])
     base = project.root()
     return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files),
-                   key.split("::")[0] if "::" in key else "", _function_of(key))
+                   key.split("::")[0] if "::" in key else "", _function_of(key), blank_lines_kept)
+
+
+def current(recorded: str, key: str) -> bool:
+    """Whether a recorded hash is that of today's sources of `key` (a test id, an output's test or 'bench').
+    Records written before 2026-11-27 hashed a test module with the blank lines above its other test
+    functions kept, so that adding a test function changed its neighbours' hashes; such a hash counts
+    while it matches today's sources hashed that way, and the next recording run writes the new one."""
+    return recorded == source_hash(key) or recorded == source_hash(key, blank_lines_kept=True)
 
 
 def _function_of(key: str) -> str:
@@ -117,24 +126,28 @@ def _function_of(key: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _digest(files: tuple, module: str = "", function: str = "") -> str:
+def _digest(files: tuple, module: str = "", function: str = "", blank_lines_kept: bool = False) -> str:
     """sha256 over the files' names and bytes, the test module's as its test `function` sees it;
     computed once per version (mtime) of the files."""
     digest = hashlib.sha256()
     for path, name, _ in files:
         data = Path(path).read_bytes()
         if name == module:
-            data = _without_other_tests(data.decode("utf-8"), function).encode()
+            data = _without_other_tests(data.decode("utf-8"), function, blank_lines_kept).encode()
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()[:16]
 
 
-def _without_other_tests(text: str, function: str) -> str:
-    """A test module without its test functions other than `function` (decorators included)."""
+def _without_other_tests(text: str, function: str, blank_lines_kept: bool = False) -> str:
+    """A test module without its test functions other than `function` (decorators included) and the
+    blank lines just above each of them, so that adding or removing a test function leaves the text
+    its neighbours see as it was (blank_lines_kept: those blank lines stay, the older way)."""
     lines = text.splitlines(keepends=True)
     drop = set()
     for name, start, end in _test_functions(text):
         if name != function:
+            while not blank_lines_kept and start > 0 and not lines[start - 1].strip():
+                start -= 1
             drop.update(range(start, end))
     return "".join(line for number, line in enumerate(lines) if number not in drop)
 
@@ -255,7 +268,7 @@ def stale(record: dict) -> list:
     """The test and output ids whose sources (snippets and test code) changed since they were recorded;
     an output is as current as the test that observed it."""
     return [key for part in ("tests", "outputs") for key, entry in record[part].items()
-            if entry["source_sha256"] != source_hash(key if part == "tests" else entry["test"])]
+            if not current(entry["source_sha256"], key if part == "tests" else entry["test"])]
 
 
 def missing(record: dict) -> list:
