@@ -47,23 +47,28 @@ import time
 compiled_create_block_mask = torch.compile(create_block_mask)  # PyTorch 2.13 deprecates _compile=True for this
 
 
-def build_ms(build, tokens, repeats=5):
-    """Milliseconds to build a causal BlockMask with `build`: (median, fastest, slowest) of `repeats`
-    builds, after one build that is not counted (where the compiled builder compiles for a new length)."""
-    build(causal, None, None, tokens, tokens, device="cpu")
-    times = []
-    for _ in range(repeats):
+def build_ms(build, tokens, repeats=5, device="cpu"):
+    """Milliseconds to build a causal BlockMask with `build` on `device`: (median, fastest, slowest) of
+    `repeats` builds, after one build that is not counted (where the compiled builder compiles for a new
+    length). On a GPU, each build is timed until the GPU has finished it."""
+    def build_once():
         start = time.perf_counter()
-        build(causal, None, None, tokens, tokens, device="cpu")
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
+        build(causal, None, None, tokens, tokens, device=device)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    build_once()
+    times = sorted(build_once() for _ in range(repeats))
     return times[len(times) // 2], times[0], times[-1]
 
 
-def build_times(lengths=(1024, 4096, 16384)):
-    lines = ["causal BlockMask on the CPU, ms: median (fastest-slowest) of 5 builds, and eager / compiled"]
+def build_times(lengths=(1024, 4096, 16384), device="cpu"):
+    where = torch.cuda.get_device_name() if device == "cuda" else "the CPU"
+    lines = [f"causal BlockMask on {where}, ms: median (fastest-slowest) of 5 builds, and eager / compiled"]
     for tokens in lengths:
-        eager, compiled = build_ms(create_block_mask, tokens), build_ms(compiled_create_block_mask, tokens)
+        eager = build_ms(create_block_mask, tokens, device=device)
+        compiled = build_ms(compiled_create_block_mask, tokens, device=device)
         lines.append(f"{tokens:6} tokens: eager {eager[0]:8.1f} ({eager[1]:.1f}-{eager[2]:.1f}), "
                      f"torch.compile {compiled[0]:7.1f} ({compiled[1]:.1f}-{compiled[2]:.1f}), "
                      f"{eager[0] / compiled[0]:5.1f}x")
@@ -92,6 +97,10 @@ def main(argv) -> int:
     # --8<-- [start:print_build_times]
     print(build_times())
     # --8<-- [end:print_build_times]
+    # --8<-- [start:print_gpu_build_times]
+    if torch.cuda.is_available():
+        print(build_times((4096, 16384, 65536), device="cuda"))
+    # --8<-- [end:print_gpu_build_times]
     # --8<-- [start:print_from_kv_blocks]
     block_mask = create_block_mask(causal, None, None, 1000, 1000, device="cpu")
     rebuilt = from_blocks(block_mask, causal, 1000, 1000)

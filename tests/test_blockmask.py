@@ -1,5 +1,6 @@
 """The BlockMask's life (snippets/blockmask.py) against blocks worked out position by position in plain
 Python, FlexAttention's own outputs, and counted builds."""
+import itertools
 import re
 
 import pytest
@@ -124,6 +125,20 @@ def test_compile_true_is_deprecated_in_favour_of_torch_compile():
         create_block_mask(blockmask.causal, None, None, 256, 256, device="cpu", _compile=True)
 
 
+def build_rows(text) -> dict:
+    """{tokens: [eager median, fastest, slowest, compiled median, fastest, slowest, ratio]} from the rows
+    build_times prints, after checking that each median lies between its extremes and each ratio is the
+    medians' (to the printed digits)."""
+    number = r"([\d.]+) \(([\d.]+)-([\d.]+)\)"
+    rows = re.findall(rf"^ *(\d+) tokens: eager +{number}, torch.compile +{number}, +([\d.]+)x$", text, re.M)
+    times = {int(t): [float(x) for x in rest] for t, *rest in rows}
+    assert len(times) == len(text.splitlines()) - 1, text  # a header, then one row per length
+    for eager, low, high, compiled, c_low, c_high, ratio in times.values():
+        assert low <= eager <= high and c_low <= compiled <= c_high, text  # a median between the extremes
+        assert (eager - 0.05) / (compiled + 0.05) - 0.05 <= ratio <= (eager + 0.05) / (compiled - 0.05) + 0.05, text
+    return times
+
+
 def test_program_prints_the_blocks_and_the_build_times(observe, ran):
     """The page's program: the causal BlockMask at 1000 tokens, the cached builder, the build times (on
     this machine, _compile=True is faster than eager at 4096 and 16384 tokens: the median of five builds,
@@ -134,19 +149,17 @@ def test_program_prints_the_blocks_and_the_build_times(observe, ran):
     assert out.startswith("shape (1, 1, 1000, 1000), BLOCK_SIZE (128, 128), sparsity() 41.0, skipped blocks 43.75%\n")
     assert "blocks computed with the mask_mod, per row:    [1, 1, 1, 1, 1, 1, 1, 8]" in out
     assert "True CacheInfo(hits=1, misses=1, maxsize=16, currsize=1)" in out
-    number = r"([\d.]+) \(([\d.]+)-([\d.]+)\)"
-    rows = re.findall(rf"^ *(\d+) tokens: eager +{number}, torch.compile +{number}, +([\d.]+)x$", out, re.M)
-    times = {int(t): [float(x) for x in rest] for t, *rest in rows}
+    lines = out.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("causal BlockMask on the CPU"))
+    cpu = "\n".join(lines[start:start + 1] + list(itertools.takewhile(lambda line: " tokens: " in line,
+                                                                     lines[start + 1:])))  # a GPU's may follow
+    times = build_rows(cpu)
     assert set(times) == {1024, 4096, 16384}, out
-    for eager, low, high, compiled, c_low, c_high, ratio in times.values():
-        assert low <= eager <= high and c_low <= compiled <= c_high, out  # a median between the extremes
-        assert (eager - 0.05) / (compiled + 0.05) - 0.05 <= ratio <= (eager + 0.05) / (compiled - 0.05) + 0.05, out
     assert all(times[t][3] < times[t][0] for t in (4096, 16384)), times
     assert out.rstrip("\n").endswith("(1, 1, 1000, 1000) True")
     observe("blockmask.holds", out.split("True CacheInfo")[0].rstrip("\n"))
     observe("blockmask.once", next(line for line in out.splitlines() if "CacheInfo" in line))
-    observe("blockmask.build_times", "\n".join(line for line in out.splitlines()
-                                               if "tokens:" in line or line.startswith("causal BlockMask")))
+    observe("blockmask.build_times", cpu)
     observe("blockmask.from_kv_blocks", out.rstrip("\n").splitlines()[-1])
     ran(lengths=[1024, 4096, 16384], inputs="causal")
 
@@ -181,3 +194,22 @@ def test_build_times_are_the_median_fastest_and_slowest_of_the_counted_builds():
 
     median, fastest, slowest = blockmask.build_ms(build, 1000)
     assert 29 < median < 39 and 9 < fastest < 19 and 49 < slowest < 59, (median, fastest, slowest)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_compiled_builder_builds_the_same_blocks_faster_from_16384_tokens(observe, ran):
+    """On a CUDA GPU: build_times at 4096, 16384 and 65536 tokens (the medians of five builds, each timed
+    until the GPU has finished it), the compiled builder faster than eager at 16384 and 65536; and its
+    BlockMask at 65536 tokens, the GPU's, is eager's."""
+    text = blockmask.build_times((4096, 16384, 65536), device="cuda")
+    assert text.startswith(f"causal BlockMask on {torch.cuda.get_device_name()}, ms:"), text
+    times = build_rows(text)
+    assert set(times) == {4096, 16384, 65536}, text
+    assert all(times[t][3] < times[t][0] for t in (16384, 65536)), text
+    eager = create_block_mask(blockmask.causal, None, None, 65536, 65536, device="cuda")
+    compiled = blockmask.compiled_create_block_mask(blockmask.causal, None, None, 65536, 65536, device="cuda")
+    pairs = [(a, b) for a, b in zip(eager.as_tuple(), compiled.as_tuple()) if isinstance(a, torch.Tensor)]
+    assert len(pairs) >= 4 and all(torch.equal(a, b) for a, b in pairs)
+    assert compiled.shape == eager.shape and compiled.BLOCK_SIZE == eager.BLOCK_SIZE
+    observe("blockmask.gpu_build_times", text)
+    ran(lengths=[4096, 16384, 65536], inputs="causal", modes=["eager", "compiled"])

@@ -65,6 +65,77 @@ def test_the_docstring_gives_prefixes_no_guarantee_and_the_promises_the_page_quo
     ran(inputs="FlexKernelOptions")
 
 
+def test_each_key_does_what_its_docstring_says_the_page_says(ran):
+    """The page's table of what each key does, as words of the docstring under each key's declaration in
+    PyTorch's source, read with ast: every key has one and the table covers every key (a new or removed
+    key fails here)."""
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(ko.FlexKernelOptions))).body[0].body
+    docstrings = {node.target.id: " ".join(following.value.value.split())  # the string under each key
+                  for node, following in zip(body, body[1:])
+                  if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr)
+                  and isinstance(following.value, ast.Constant)}
+    EACH_KEY = {
+        "num_warps": ["Number of warps", "Higher values may improve performance but increase register pressure",
+                      "Default is determined by autotuning"],
+        "num_stages": ["Number of pipeline stages", "Higher values may improve performance but increase shared memory usage",
+                       "Default is determined by autotuning"],
+        "BLOCK_M": ["sequence length dimension of Q in forward pass", "Must be a power of 2",
+                    "Common values: 16, 32, 64, 128", "Default is determined by autotuning"],
+        "BLOCK_N": ["sequence length dimension of K/V in forward pass", "Must be a power of 2",
+                    "Default is determined by autotuning"],
+        "BLOCK_M1": ["Q dimension in backward pass", "Use as 'bwd_BLOCK_M1'", "Default is determined by autotuning"],
+        "BLOCK_N1": ["K/V dimension in backward pass", "Use as 'bwd_BLOCK_N1'", "Default is determined by autotuning"],
+        "BLOCK_M2": ["second Q dimension in backward pass", "Use as 'bwd_BLOCK_M2'", "Default is determined by autotuning"],
+        "BLOCK_N2": ["second K/V dimension in backward pass", "Use as 'bwd_BLOCK_N2'",
+                     "Default is determined by autotuning"],
+        "PRESCALE_QK": ["pre-scale QK by 1/sqrt(d) and change of base",
+                        "slightly faster but may have more numerical error", "Default: False."],
+        "ROWS_GUARANTEED_SAFE": ["at least one value in each row is not masked out", "Allows skipping safety checks",
+                                 "Default: False."],
+        "BLOCKS_ARE_CONTIGUOUS": ["all blocks in the mask are contiguous", "Allows optimizing block traversal",
+                                  "Default: False."],
+        "WRITE_DQ": ["Setting this to False will force this to happen in the DK loop",
+                     "gradient scatters are done in the DQ iteration loop of the backward pass", "might be faster",
+                     "Default: True."],
+        "FORCE_USE_FLEX_ATTENTION": ["forces the use of the flex attention kernel",
+                                     "flex-decoding kernel for short sequences", "debugging", "Default: False."],
+        "USE_TMA": ["Tensor Memory Accelerator", "experimental", "NVIDIA GPUs Hopper+", "Default: False."],
+        "kpack": ["ROCm-specific"],
+        "matrix_instr_nonkdim": ["ROCm-specific"],
+        "waves_per_eu": ["ROCm-specific"],
+        "BACKEND": ['"AUTO"', '"TRITON"', '"TRITON_DECODE": Triton flex_decoding kernel, only available for short sequence',
+                    '"FLASH": Experimental', "user needs to have flash installed",
+                    "cannot be combined with legacy knobs such as ``FORCE_USE_FLEX_ATTENTION``",
+                    "Raises an error if the requested backend cannot be used", 'Default: "AUTO"'],
+    }
+    assert sorted(docstrings) == sorted(EACH_KEY) == ko.fields()
+    for key, words in EACH_KEY.items():
+        for phrase in words:
+            assert phrase in docstrings[key], (key, phrase)
+    # The page's table: one row per key; its default as the docstring gives it; a link in the last column
+    # for exactly the keys that the page's tries set (TRIES, less the misspelt keys).
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs/en/kernel_options.md").read_text(encoding="utf-8")
+    table = page.split("{#each-key}")[1].split("\n## ")[0]
+    rows = {key: cells for line in table.splitlines() if line.startswith("| `")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]] for key in re.findall(r"`(\w+)`", cells[0])}
+    assert sorted(rows) == ko.fields()
+    tried = {key for options, _, _ in ko.TRIES for key in options} & set(ko.fields())
+    assert tried == {"BACKEND", "BLOCK_M", "BLOCK_N", "ROWS_GUARANTEED_SAFE", "BLOCKS_ARE_CONTIGUOUS", "PRESCALE_QK"}
+    for key, (_, _, default, where) in rows.items():
+        given = re.search(r"Default: (\S+?)\.?$", docstrings[key]) or re.search(r"Default: (\"\w+\")", docstrings[key])
+        expected = ("autotuning" if "Default is determined by autotuning" in docstrings[key]
+                    else f"`{given.group(1)}`" if given else "not given")
+        assert default == expected, (key, default, expected)
+        assert ("](#cpu), [GPU](#gpu)" in where) == (key in tried), (key, where)
+    ran(inputs="FlexKernelOptions")
+
+
 NAMES = ["{'BACKEND': 'flash'} causal", "{'OUTPUT_LOGSUMEXP': True} causal", "{'BLOCK_MM': 64} causal",
          "{'backend': 'FLASH'} causal", "{'BLOCK_M': 48} causal", "{'BLOCK_M': 64, 'BLOCK_N': 64} causal",
          "{} later_keys", "{'ROWS_GUARANTEED_SAFE': True} later_keys", "{'ROWS_GUARANTEED_SAFE': True} causal",
