@@ -102,6 +102,14 @@ def languages() -> tuple:
     raise GuideError(f"{path('mkdocs.yml')} configures no i18n languages", "list them under plugins: - i18n: languages:")
 
 
+def language_names() -> dict:
+    """{locale: the name the language switcher shows}, as mkdocs.yml's i18n plugin gives them."""
+    for plugin in mkdocs_config().get("plugins", []):
+        if isinstance(plugin, dict) and "i18n" in plugin:
+            return {entry["locale"]: entry["name"] for entry in plugin["i18n"]["languages"]}
+    raise GuideError(f"{path('mkdocs.yml')} configures no i18n languages", "list them under plugins: - i18n: languages:")
+
+
 def translations() -> tuple:
     """The languages other than English."""
     return languages()[1:]

@@ -1,6 +1,5 @@
 """Translations: structure, prose, and the outdated / missing states with their banner."""
 import shutil
-from types import SimpleNamespace
 
 import pytest
 
@@ -48,8 +47,7 @@ def test_outdated_page_shows_a_banner_in_its_language_linking_to_english(docs):
     from guide.site import snapshot, translations
 
     def banner(lang, url, src):
-        page = SimpleNamespace(url=url, file=SimpleNamespace(src_uri=src))
-        return translations.transform("# x\n", snapshot.load(docs.parent), lang, page, {})
+        return translations.transform("# x\n", snapshot.load(docs.parent), lang, src, url, {})
 
     assert "!!! warning" not in banner("zh", "zh/kernels/", "zh/kernels.md")
     (docs / "en/kernels.md").write_text((docs / "en/kernels.md").read_text() + "\nOne more sentence.\n")

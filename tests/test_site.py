@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 import pytest
 import yaml
 
-from tests.helpers import ROOT, url_of
+from tests.helpers import ROOT, python, url_of
 
 LANGS = {"en": "en", "zh": "zh", "pt": "pt-BR", "hi": "hi"}
 PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
@@ -370,8 +370,6 @@ def test_a_pages_downloads_are_made_once_per_process_and_are_the_notebook_of_the
     """A rebuild of an unchanged page gives the same download files without making the notebook again; the files
     are the notebook and script of the page (the oracle: guide.pages and nbformat called directly); an edited
     page gets new ones."""
-    from types import SimpleNamespace
-
     import nbformat
 
     from guide import pages
@@ -386,11 +384,10 @@ def test_a_pages_downloads_are_made_once_per_process_and_are_the_notebook_of_the
 
     downloads.made.cache_clear()
     monkeypatch.setattr(pages, "notebook", counting)
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="en/kernels.md"))
     markdown = (ROOT / "docs" / "en" / "kernels.md").read_text(encoding="utf-8").split("---\n", 2)[2]
     site = "https://example.org/"
-    first, again = (downloads.transform(markdown, data, "en", page, site) for _ in range(2))
-    edited = downloads.transform(markdown + "\n```python\nprint(1)\n```\n", data, "en", page, site)
+    first, again = (downloads.transform(markdown, data, "en", "en/kernels.md", site) for _ in range(2))
+    edited = downloads.transform(markdown + "\n```python\nprint(1)\n```\n", data, "en", "en/kernels.md", site)
     assert len(made) == 2 and first == again and edited[1] != first[1]
     nb = real(downloads.for_notebook(markdown, site, ""), data.words["en"]["downloads"], "cpu")
     assert first[1] == {"kernels.ipynb": nbformat.writes(nb) + "\n", "kernels.py": pages.as_script(nb)}
@@ -541,3 +538,30 @@ def test_a_rebuild_in_the_same_process_writes_what_a_fresh_build_writes(site, tm
                if p.is_file()}
     assert sorted(rebuilt) == sorted(fresh)
     assert [str(name) for name in fresh if rebuilt[name] != fresh[name]] == []
+
+
+def test_staged_pages_are_finished_and_their_files_are_the_built_sites(site, tmp_path):
+    """`python -m guide.site stage LANG OUT`, the pages for a builder that runs no MkDocs plugin: every page of
+    every language, each at its URL (tests.helpers.url_of), with no marker of the guide left and the snippet
+    includes kept for the builder; every file it writes beside them (notebooks, scripts, charts) is,
+    byte for byte, the one the MkDocs build wrote at that path; an unknown language stops in one line."""
+    from guide.site import stage
+
+    markers = re.compile(r"<!-- (claim|observed|bench): |<!-- translation-status -->|^---\nsource_sha256", re.M)
+    for lang in LANGS:
+        out = tmp_path / lang
+        result = python("-m", "guide.site", "stage", lang, str(out))
+        assert result.returncode == 0 and result.stdout == f"staged {len(PAGES)} pages of {lang} in {out}\n", result
+        assert sorted(p.name for p in (out / "docs").glob("*.md")) == PAGES
+        for page in PAGES:
+            assert "/" + stage.url_of(f"{lang}/{page}", tuple(LANGS)) == url_of(lang, page)
+            text = (out / "docs" / page).read_text(encoding="utf-8")
+            assert not markers.search(text), (lang, page, markers.search(text))
+            english = (ROOT / "docs" / "en" / page).read_text(encoding="utf-8")
+            assert text.count("--8<--") == english.count("--8<--"), (lang, page)
+        files = [p for p in (out / "site").rglob("*") if p.is_file()]
+        assert any(p.suffix == ".ipynb" for p in files) and (lang != "en" or any(p.suffix == ".svg" for p in files))
+        for path in files:
+            assert path.read_bytes() == (site / path.relative_to(out / "site")).read_bytes(), path
+    result = python("-m", "guide.site", "stage", "xx", str(tmp_path / "xx"))
+    assert result.returncode != 0 and result.stderr == "error: unknown language 'xx'. Fix: one of en, zh, pt, hi\n"

@@ -9,9 +9,8 @@ the page's locale (numbers.py).
 """
 import re
 
-from mkdocs.exceptions import PluginError
-
 from guide import claims, i18n, scope
+from guide.project import GuideError
 from guide.site import numbers
 
 ICON = {"passed": "✓", "failed": "✗", "stale": "⚠", "pending": "…", "skipped": "", "not-run": ""}
@@ -59,7 +58,7 @@ def scope_text(claim_scope, words) -> str:
 def badge(snapshot, cid, lang):
     claim = snapshot.claim(cid)
     if claim is None:
-        raise PluginError(f"unknown claim {cid!r}. Fix: add it to claims/registry.yaml")
+        raise GuideError(f"unknown claim {cid!r}. Fix: add it to claims/registry.yaml")
     words = snapshot.words[lang]["claims"]
     by_env = snapshot.verdicts[cid]
     state = claims.overall(by_env)
@@ -93,8 +92,8 @@ def claims_page(snapshot, lang):
     registry = snapshot.registry
     missing = [c["id"] for c in registry if c["id"] not in text]
     if missing:
-        raise PluginError(f"claims/{lang}.yaml has no text for {', '.join(missing)}. "
-                          f"Fix: translate them from claims/en.yaml (python -m guide claims check)")
+        raise GuideError(f"claims/{lang}.yaml has no text for {', '.join(missing)}. "
+                         f"Fix: translate them from claims/en.yaml (python -m guide claims check)")
     envs = {name: env_name(r["environment"]) for name, r in snapshot.records.items()}
     pages = [p for p in dict.fromkeys(c["page"] for c in registry if c.get("page"))]
     out = [numbers.say(words["summary"], n=len(registry), p=len(pages),
@@ -102,12 +101,12 @@ def claims_page(snapshot, lang):
     sections, missing_pages, missing_sections = claims.placed(lang, registry)
     if missing_pages:
         page, ids = next(iter(missing_pages.items()))
-        raise PluginError(f"claims/registry.yaml places {', '.join(ids)} on docs/{lang}/{page}, which does not exist. "
-                          f"Fix: write the page, or correct the claims' page (python -m guide claims check)")
+        raise GuideError(f"claims/registry.yaml places {', '.join(ids)} on docs/{lang}/{page}, which does not exist. "
+                         f"Fix: write the page, or correct the claims' page (python -m guide claims check)")
     if missing_sections:
         claim = missing_sections[0]
-        raise PluginError(f"claim {claim['id']!r}: docs/{lang}/{claim['page']} has no section {{#{claim['section']}}}. "
-                          f"Fix: give the section that heading anchor, or correct the claim's section")
+        raise GuideError(f"claim {claim['id']!r}: docs/{lang}/{claim['page']} has no section {{#{claim['section']}}}. "
+                         f"Fix: give the section that heading anchor, or correct the claim's section")
 
     def where(claim):
         title = sections[claim["page"]][claim["section"]][0]

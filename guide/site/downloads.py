@@ -27,8 +27,6 @@ def for_notebook(markdown, site_url, lang_prefix) -> str:
     return PAGE_LINK.sub(link, ATTRIBUTES.sub("", ADMONITION.sub(quote, markdown)))
 
 
-def stem(page) -> str:
-    return Path(page.file.src_uri).stem
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,25 +39,27 @@ def made(markdown, words, tier, name) -> tuple:
     return ((f"{name}.ipynb", nbformat.writes(nb) + "\n"), (f"{name}.py", pages.as_script(nb)))
 
 
-def transform(markdown, snapshot, lang, page, site_url) -> tuple:
-    """(the page with its download links, {file name: content} to write beside the page)."""
-    name = page.file.src_uri.partition("/")[2]
+def transform(markdown, snapshot, lang, src_uri, site_url) -> tuple:
+    """(the page with its download links, {file name: content} to write beside the page); src_uri: the
+    page's file under docs/ (zh/kernels.md)."""
+    name = src_uri.partition("/")[2]
+    stem = Path(name).stem
     tier = snapshot.programs.get(name)
     if tier is None:
         return markdown, {}
     words = snapshot.words[lang]["downloads"]
     prefix = "" if lang == snapshot.languages[0] else f"{lang}/"
-    files = dict(made(for_notebook(markdown, site_url, prefix), tuple(words.items()), tier, stem(page)))
+    files = dict(made(for_notebook(markdown, site_url, prefix), tuple(words.items()), tier, stem))
     links = (f'<p class="page-downloads">{words["download"]} '
-             f'<a href="{stem(page)}.ipynb" download>{words["notebook"]}</a> · '
-             f'<a href="{stem(page)}.py" download>{words["script"]}</a></p>\n\n')
+             f'<a href="{stem}.ipynb" download>{words["notebook"]}</a> · '
+             f'<a href="{stem}.py" download>{words["script"]}</a></p>\n\n')
     title = re.search(r"^# .*\n", markdown, re.M)
     at = title.end() if title else 0
     return markdown[:at] + "\n" + links + markdown[at:].lstrip("\n"), files
 
 
-def write(site_dir, page, files) -> None:
-    folder = Path(site_dir) / page.url
+def write(site_dir, url, files) -> None:
+    folder = Path(site_dir) / url
     folder.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (folder / name).write_text(content, encoding="utf-8")

@@ -6,8 +6,6 @@ in the page's locale; the output itself stays exactly as the program printed it.
 `<!-- observed: ID picture -->` shows a mask's picture output drawn as an SVG (guide/site/pictures.py)."""
 import re
 
-from mkdocs.exceptions import PluginError
-
 from guide.project import GuideError
 from guide.site import numbers, pictures
 
@@ -30,15 +28,15 @@ def render(snapshot, output_id, lang, gpu=False, picture=False):
     found = snapshot.output(output_id)
     if found is None:
         if not gpu:
-            raise PluginError(f"no recorded output {output_id!r}. Fix: run `make record` (CPU) "
-                              f"or `make verify-gpu` (CUDA) to record it")
+            raise GuideError(f"no recorded output {output_id!r}. Fix: run `make record` (CPU) "
+                             f"or `make verify-gpu` (CUDA) to record it")
         return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'
     env, out = found
     if picture:
         try:
             block = pictures.figure(out["text"], snapshot.words[lang]["picture"])
         except GuideError as e:
-            raise PluginError(f"output {output_id!r}: {e}") from None
+            raise GuideError(f"output {output_id!r}: {e}") from None
     else:
         fence = "````" if "```" in out["text"] else "```"
         block = f"{fence}text\n{out['text']}\n{fence}\n"

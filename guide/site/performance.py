@@ -14,10 +14,9 @@ import re
 import shutil
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
-
 from guide import bench as report
 from guide import project
+from guide.project import GuideError
 from guide.site import numbers
 from guide.site.numbers import date, number, say
 
@@ -484,7 +483,7 @@ BLOCKS = {"environments": environments, "training": training, "masks": masks, "g
 
 def render(name, lang, records):
     if not records:
-        raise PluginError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
+        raise GuideError("no benchmark record in records/bench/. Fix: run `make bench` on a CUDA machine")
     if name in BLOCKS:
         text = BLOCKS[name](lang, records)
         stale = [gpu_label(r) for r in records.values() if not report.current(r)]
@@ -493,10 +492,10 @@ def render(name, lang, records):
         return text
     if name in SENTENCES:
         return sentences(lang, records, name)
-    raise PluginError(f"unknown benchmark block {name!r}. Fix: one of {', '.join([*BLOCKS, *SENTENCES])}")
+    raise GuideError(f"unknown benchmark block {name!r}. Fix: one of {', '.join([*BLOCKS, *SENTENCES])}")
 
 
-def transform(markdown, snapshot, lang, page, site_dir):
+def transform(markdown, snapshot, lang, url, site_dir):
     """The page's bench markers rendered; the charts it uses copied to the site's assets/charts/."""
     if "<!-- bench: " not in markdown:
         return markdown
@@ -505,4 +504,4 @@ def transform(markdown, snapshot, lang, page, site_dir):
     target.mkdir(parents=True, exist_ok=True)
     for name in re.findall(rf"{CHART_URL}/(\w+\.svg)", markdown):
         shutil.copyfile(charts() / name, target / name)
-    return markdown.replace(CHART_URL, "../" * page.url.count("/") + "assets/charts")
+    return markdown.replace(CHART_URL, "../" * url.count("/") + "assets/charts")

@@ -1,17 +1,8 @@
-"""The guide's MkDocs plugin: loads one snapshot of the data in on_config and transforms each page
-in a fixed order:
-
-1. translations: the outdated-translation banner and the translation-status table;
-2. claims: the generated claims page (which lists evidence as observed-output and benchmark
-   markers) and the claim badges;
-3. performance: tables, charts and sentences from the benchmark records (after 2, which adds markers);
-4. observed: recorded outputs with their environment stamp (after 2, which adds markers);
-5. downloads: the page as a notebook and a script in its language, made from the result of 1-4,
-   written beside the page after it is built.
-
-Numbers and dates that these steps generate are in the page's locale (numbers.py).
-
-After the build, the search index is split into one per language (search.py).
+"""The guide's MkDocs plugin: an adapter over guide/site/stage.py, the steps each page goes through
+whatever the builder. It loads one snapshot of the data in on_config, hands each page's Markdown to
+stage.page (translations, claims, performance, observed outputs, downloads, in that order), writes each
+page's notebook and script beside it after it is built, and after the build splits the search index
+into one per language (search.py) and copies the sitemap next to each page (translations.py).
 
 Work that gives the same result for the same input is done once per process and reused by the other
 languages' builds and by serve's rebuilds: highlighting each code block (highlighting.py), each
@@ -31,8 +22,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 
 from guide.project import GuideError
-from guide.site import (claims_page, downloads, highlighting, numbers, observed, performance, rendering, search,
-                        snapshot, theme, translations)
+from guide.site import downloads, highlighting, rendering, search, snapshot, stage, theme, translations
 
 
 class SharedBytecodeCache(jinja2.BytecodeCache):
@@ -93,17 +83,10 @@ class GuidePlugin(BasePlugin):
         return env
 
     def on_page_markdown(self, markdown, page, config, files):
-        i18n = config.plugins["i18n"]
-        lang = i18n.current_language
-        names = {entry.locale: entry.name for entry in i18n.config.languages}
+        lang = config.plugins["i18n"].current_language
         try:
-            numbers.use(lang)
-            markdown = translations.transform(markdown, self.snapshot, lang, page, names)
-            markdown = claims_page.transform(markdown, self.snapshot, lang)
-            markdown = performance.transform(markdown, self.snapshot, lang, page, config["site_dir"])
-            markdown = observed.transform(markdown, self.snapshot, lang)
-            markdown, self.downloads[page.url] = downloads.transform(
-                markdown, self.snapshot, lang, page, config.get("site_url") or "/")
+            markdown, self.downloads[page.url] = stage.page(markdown, self.snapshot, lang, page.file.src_uri, page.url,
+                                                            config.get("site_url") or "/", config["site_dir"])
             return markdown
         except GuideError as e:
             raise PluginError(str(e)) from None
@@ -113,7 +96,7 @@ class GuidePlugin(BasePlugin):
                               f"and `python -m guide records status`") from None
 
     def on_post_page(self, output, page, config):
-        downloads.write(config["site_dir"], page, self.downloads.pop(page.url, {}))
+        downloads.write(config["site_dir"], page.url, self.downloads.pop(page.url, {}))
         i18n = config.plugins["i18n"]
         if i18n.current_language != i18n.default_language:
             return search.point_to_language(output, i18n.current_language)

@@ -11,10 +11,9 @@ from pathlib import Path
 from guide import i18n
 
 
-def english_url(page) -> str:
-    """The English page's URL, relative to this translated page (zh/kernels/ -> ../../kernels/)."""
-    depth = page.url.count("/")
-    return "../" * depth + page.url.split("/", 1)[1]
+def english_url(url) -> str:
+    """The English page's URL, relative to this translated page's URL (zh/kernels/ -> ../../kernels/)."""
+    return "../" * url.count("/") + url.split("/", 1)[1]
 
 
 def status_table(snapshot, lang, names) -> str:
@@ -33,13 +32,15 @@ def status_table(snapshot, lang, names) -> str:
     return "\n".join(rows) + "\n"
 
 
-def transform(markdown, snapshot, lang, page, names):
+def transform(markdown, snapshot, lang, src_uri, url, names):
+    """The status table where the page asks for it; the banner on a translation older than its English page.
+    src_uri: the page's file under docs/ (zh/kernels.md); url: its URL in the site (zh/kernels/)."""
     if "<!-- translation-status -->" in markdown:
         markdown = markdown.replace("<!-- translation-status -->", status_table(snapshot, lang, names))
-    name = page.file.src_uri.partition("/")[2]
+    name = src_uri.partition("/")[2]
     if lang != snapshot.languages[0] and snapshot.translation_table.get(name, {}).get(lang) == "outdated":
         words = snapshot.words[lang]["translations"]
-        markdown = (f'!!! warning "{words["title"]}"\n    {words["body"].format(url=english_url(page))}\n\n'
+        markdown = (f'!!! warning "{words["title"]}"\n    {words["body"].format(url=english_url(url))}\n\n'
                     + markdown)
     return markdown
 
