@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 PIP_FLAGS ?= -q --disable-pip-version-check
 
-.PHONY: setup browsers upstream serve test test-page site record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate mutate-prepare mutate-report
+.PHONY: setup browsers upstream serve test test-page site site-zensical record gpu-wheels gpu-setup verify-gpu bench bench-quick build-bench clean mutate mutate-prepare mutate-report
 
 setup: $(VENV)/.installed
 
@@ -52,6 +52,10 @@ serve: setup
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d $(SITE)
+
+# The same site built with Zensical, one build per language from the pages guide/site/stage.py finishes.
+site-zensical: setup
+	$(PY) -m guide.site zensical $(SITE)-zensical
 
 test: setup browsers upstream
 	$(PY) -m pytest

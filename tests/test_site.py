@@ -13,6 +13,21 @@ PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
 OBSERVED = re.compile(r"<!-- observed: ([\w.]+)( gpu)?(?: picture)? -->")
 
 
+@pytest.fixture(scope="session")
+def zensical_site(tmp_path_factory):
+    """The site built with Zensical (python -m guide.site zensical), once per test run."""
+    out = tmp_path_factory.mktemp("zensical") / "site"
+    result = python("-m", "guide.site", "zensical", str(out))
+    assert result.returncode == 0 and result.stdout == f"built en, zh, pt, hi in {out}\n", result
+    return out
+
+
+@pytest.fixture(params=["mkdocs", "zensical"])
+def each_site(request):
+    """The MkDocs site, then the Zensical site: a test of what a reader gets runs against both builds."""
+    return request.getfixturevalue("site" if request.param == "mkdocs" else "zensical_site")
+
+
 def html_of(site, lang, page):
     folder = site if lang == "en" else site / lang
     stem = page[:-3]
@@ -67,7 +82,8 @@ def test_recorded_outputs_are_current(records_in_use):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_html_lang_and_language_switcher(site, lang):
+def test_html_lang_and_language_switcher(each_site, lang):
+    site = each_site
     from urllib.parse import urljoin
 
     for page in PAGES:
@@ -80,13 +96,19 @@ def test_html_lang_and_language_switcher(site, lang):
             == {other: url_of(other, page) for other in LANGS}, (lang, page)
 
 
-def test_translated_pages_are_translated(site):
+def test_translated_pages_are_translated(each_site):
+    site = each_site
     assert "FlexAttention 指南" in html_of(site, "zh", "index.md")
     assert "ç" in html_of(site, "pt", "index.md") or "ã" in html_of(site, "pt", "index.md")
     assert re.search("[\u0900-\u097f]{20}", html_of(site, "hi", "index.md").replace(" ", ""))
+    names = {"en": "FlexAttention guide", "zh": "FlexAttention 指南", "pt": "Guia do FlexAttention",
+             "hi": "FlexAttention गाइड"}
+    for lang, name in names.items():  # each language's site name, in every page's title
+        assert re.search(rf"<title>[^<]* - {name}</title>", html_of(site, lang, "kernels.md")), lang
 
 
-def test_outputs_rendered_with_their_stamp(site):
+def test_outputs_rendered_with_their_stamp(each_site):
+    site = each_site
     html = html_of(site, "en", "troubleshooting.md")
     assert "does not support backward on CPU" in html and "Output of a recorded run" in html
     assert "实际运行记录的输出" in html_of(site, "zh", "troubleshooting.md")
@@ -107,7 +129,8 @@ class Resources(HTMLParser):
             self.urls.append(attrs["href"])
 
 
-def test_no_request_to_a_third_party_host(site):
+def test_no_request_to_a_third_party_host(each_site):
+    site = each_site
     for path in site.rglob("*.html"):
         parser = Resources()
         parser.feed(path.read_text(encoding="utf-8"))
@@ -155,7 +178,8 @@ def test_snippet_changes_reload_serve():
     assert "snippets" in config["watch"]
 
 
-def test_every_internal_link_and_anchor_resolves(site):
+def test_every_internal_link_and_anchor_resolves(each_site):
+    site = each_site
     from guide import links
 
     problems, external = links.check(site)

@@ -15,6 +15,7 @@ lines (--8<--) stay for the builder's pymdownx.snippets, so the code keeps one s
 finished pages, with the files they link to, for a builder that runs no MkDocs plugin
 (python -m guide.site stage LANG OUT). Bad data raises GuideError, one line naming the problem and the fix.
 """
+import shutil
 from pathlib import Path
 
 from guide import i18n, project
@@ -42,13 +43,19 @@ def page(markdown, data, lang, src_uri, url, site_url, site_dir) -> tuple:
 
 def language(lang: str, out: Path, site_url: str = "") -> list:
     """Each page of docs/<lang>/ finished, as out/docs/<name>.md (its front matter left out, as MkDocs
-    reads it), and the files the built site needs beside it (each page's notebook and script, the
-    charts) under out/site/, at the paths the site gives them; site_url: mkdocs.yml's by default.
-    Returns the pages written."""
+    reads it), with the other files of docs/<lang>/ and those of the first language's that it lacks
+    (assets/site.css: the i18n plugin falls back to them too); and the files the built site needs
+    beside the pages (each page's notebook and script, the charts) under out/site/, at the paths the
+    site gives them; site_url: mkdocs.yml's by default. Returns the pages written."""
     data = snapshot.load(project.root())
     site_url = site_url or project.mkdocs_config().get("site_url") or "/"
     if lang not in data.languages:
         raise project.GuideError(f"unknown language {lang!r}", f"one of {', '.join(data.languages)}")
+    for folder in (project.path("docs", data.languages[0]), project.path("docs", lang)):
+        for other in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".md"):
+            target = out / "docs" / other.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(other, target)
     written = []
     for source in sorted(project.path("docs", lang).glob("*.md")):
         src_uri = f"{lang}/{source.name}"
