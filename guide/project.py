@@ -92,22 +92,29 @@ def _mkdocs_config(file: str, mtime_ns: int) -> dict:
     return yaml.load(Path(file).read_text(encoding="utf-8"), Loader=Loader)
 
 
-def languages() -> tuple:
-    """The site's languages, English first, as mkdocs.yml's i18n plugin lists them."""
+def language_entries() -> list:
+    """mkdocs.yml's i18n plugin's language entries (locale, name, site_name, theme, ...), as it lists them."""
     for plugin in mkdocs_config().get("plugins", []):
         if isinstance(plugin, dict) and "i18n" in plugin:
-            langs = [entry["locale"] for entry in plugin["i18n"]["languages"]]
-            default = [e["locale"] for e in plugin["i18n"]["languages"] if e.get("default")]
-            return tuple(default + [lang for lang in langs if lang not in default])
+            return plugin["i18n"]["languages"]
     raise GuideError(f"{path('mkdocs.yml')} configures no i18n languages", "list them under plugins: - i18n: languages:")
+
+
+def languages() -> tuple:
+    """The site's languages, English first, as mkdocs.yml's i18n plugin lists them."""
+    langs = [entry["locale"] for entry in language_entries()]
+    default = [entry["locale"] for entry in language_entries() if entry.get("default")]
+    return tuple(default + [lang for lang in langs if lang not in default])
 
 
 def language_names() -> dict:
     """{locale: the name the language switcher shows}, as mkdocs.yml's i18n plugin gives them."""
-    for plugin in mkdocs_config().get("plugins", []):
-        if isinstance(plugin, dict) and "i18n" in plugin:
-            return {entry["locale"]: entry["name"] for entry in plugin["i18n"]["languages"]}
-    raise GuideError(f"{path('mkdocs.yml')} configures no i18n languages", "list them under plugins: - i18n: languages:")
+    return {entry["locale"]: entry["name"] for entry in language_entries()}
+
+
+def url_prefix(lang: str) -> str:
+    """Where a language's pages are in the site: the first language at the root, the others under lang/."""
+    return "" if lang == languages()[0] else f"{lang}/"
 
 
 def translations() -> tuple:

@@ -5,7 +5,7 @@ import functools
 import re
 from pathlib import Path
 
-from guide import pages
+from guide import pages, project
 
 ATTRIBUTES = re.compile(r"[ \t]*\{ *[#.][^}\n]*\}")  # attr_list: {#id}, { .class }
 ADMONITION = re.compile(r'^( *)(?:!!!|\?\?\?\+?) \w+(?: "([^"]*)")?\n((?:\1    .*\n|[ \t]*\n)*)', re.M)
@@ -48,7 +48,7 @@ def transform(markdown, snapshot, lang, src_uri, site_url) -> tuple:
     if tier is None:
         return markdown, {}
     words = snapshot.words[lang]["downloads"]
-    prefix = "" if lang == snapshot.languages[0] else f"{lang}/"
+    prefix = project.url_prefix(lang)
     files = dict(made(for_notebook(markdown, site_url, prefix), tuple(words.items()), tier, stem))
     links = (f'<p class="page-downloads">{words["download"]} '
              f'<a href="{stem}.ipynb" download>{words["notebook"]}</a> · '

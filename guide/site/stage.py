@@ -19,15 +19,15 @@ import shutil
 from pathlib import Path
 
 from guide import i18n, project
+from guide.project import GuideError
 from guide.site import claims_page, downloads, numbers, observed, performance, snapshot, translations
 
 
-def url_of(src_uri: str, languages: tuple) -> str:
+def url_of(src_uri: str) -> str:
     """A page's URL in the site, as the i18n plugin's folder layout gives it: en/index.md -> '',
     en/kernels.md -> kernels/, zh/kernels.md -> zh/kernels/ (the first language at the root)."""
     lang, _, name = src_uri.partition("/")
-    prefix = "" if lang == languages[0] else f"{lang}/"
-    return prefix + ("" if name == "index.md" else f"{name[:-len('.md')]}/")
+    return project.url_prefix(lang) + ("" if name == "index.md" else f"{name[:-len('.md')]}/")
 
 
 def page(markdown, data, lang, src_uri, url, site_url, site_dir) -> tuple:
@@ -48,9 +48,9 @@ def language(lang: str, out: Path, site_url: str = "") -> list:
     beside the pages (each page's notebook and script, the charts) under out/site/, at the paths the
     site gives them; site_url: mkdocs.yml's by default. Returns the pages written."""
     data = snapshot.load(project.root())
-    site_url = site_url or project.mkdocs_config().get("site_url") or "/"
     if lang not in data.languages:
-        raise project.GuideError(f"unknown language {lang!r}", f"one of {', '.join(data.languages)}")
+        raise GuideError(f"unknown language {lang!r}", f"one of {', '.join(data.languages)}")
+    site_url = site_url or project.mkdocs_config().get("site_url") or "/"
     for folder in (project.path("docs", data.languages[0]), project.path("docs", lang)):
         for other in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".md"):
             target = out / "docs" / other.relative_to(folder)
@@ -59,7 +59,7 @@ def language(lang: str, out: Path, site_url: str = "") -> list:
     written = []
     for source in sorted(project.path("docs", lang).glob("*.md")):
         src_uri = f"{lang}/{source.name}"
-        url = url_of(src_uri, data.languages)
+        url = url_of(src_uri)
         text = i18n.split_front(source.read_text(encoding="utf-8"))[1].lstrip("\n")
         markdown, files = page(text, data, lang, src_uri, url, site_url, out / "site")
         target = out / "docs" / source.name

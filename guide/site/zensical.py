@@ -32,10 +32,8 @@ def config(lang: str, docs: Path, site: Path) -> dict:
     the snippet includes read from the checkout, and the language's own name, theme language and URL;
     docs and site: relative to the config's folder."""
     main = project.mkdocs_config()
-    i18n = next(p["i18n"] for p in main["plugins"] if isinstance(p, dict) and "i18n" in p)
-    entry = next(e for e in i18n["languages"] if e["locale"] == lang)
-    languages = project.languages()
-    prefix = "" if lang == languages[0] else f"{lang}/"
+    entry = next(e for e in project.language_entries() if e["locale"] == lang)
+    prefix = project.url_prefix(lang)
     theme_language = entry.get("theme", {}).get("language") or main["theme"].get("language")
     extensions = []
     for extension in main["markdown_extensions"]:
@@ -52,9 +50,8 @@ def config(lang: str, docs: Path, site: Path) -> dict:
         "use_directory_urls": True,
         "theme": {**main["theme"], "language": theme_language},
         "extra_css": main.get("extra_css", []),
-        "extra": {"alternate": [{"name": e["name"], "lang": e["locale"],
-                                 "link": "/" + ("" if e["locale"] == languages[0] else f"{e['locale']}/")}
-                                for e in i18n["languages"]]},
+        "extra": {"alternate": [{"name": e["name"], "lang": e["locale"], "link": "/" + project.url_prefix(e["locale"])}
+                                for e in project.language_entries()]},
         "nav": main["nav"],
         "markdown_extensions": extensions,
     }
@@ -67,8 +64,7 @@ def same_page(html: str, url: str, languages: tuple) -> str:
     up = "../" * url.count("/")
 
     def link(m):
-        lang = m.group(4)
-        target = ("" if lang == languages[0] else f"{lang}/") + name
+        target = project.url_prefix(m.group(4)) + name
         return m.group(1) + (up + target if target != url else "./") + m.group(3)
     return SWITCHER.sub(link, html)
 
@@ -110,6 +106,5 @@ def build(site: Path) -> list:
         for page in site.rglob("index.html"):
             url = "" if page.parent == site else page.parent.relative_to(site).as_posix() + "/"
             html = same_page(page.read_text(encoding="utf-8"), url, languages)
-            page.write_text(downloads_beside(html) if url not in ("", *(f"{lang}/" for lang in languages)) else html,
-                            encoding="utf-8")
+            page.write_text(downloads_beside(html), encoding="utf-8")  # a home page's links have no ../
     return list(languages)
