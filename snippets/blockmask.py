@@ -73,6 +73,9 @@ def build_times(lengths=(1024, 4096, 16384), device="cpu"):
                      f"torch.compile {compiled[0]:7.1f} ({compiled[1]:.1f}-{compiled[2]:.1f}), "
                      f"{eager[0] / compiled[0]:5.1f}x")
     return "\n".join(lines)
+
+
+GPU_LENGTHS = (4096, 16384, 65536)  # the lengths timed on a GPU
 # --8<-- [end:build_times]
 
 
@@ -83,6 +86,39 @@ def from_blocks(block_mask, mask_mod, q_len, kv_len):
                                     block_mask.full_kv_num_blocks, block_mask.full_kv_indices,
                                     BLOCK_SIZE=block_mask.BLOCK_SIZE, mask_mod=mask_mod, seq_lengths=(q_len, kv_len))
 # --8<-- [end:from_kv_blocks]
+
+
+# --8<-- [start:adjust]
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def refused(block_mask, tokens):
+    """What FlexAttention answers when given a BlockMask built for more tokens."""
+    q = torch.randn(1, 1, tokens, 16)
+    try:
+        flex_attention(q, q, q, block_mask=block_mask)
+    except ValueError as e:
+        return f"ValueError: {e}"
+    return "no error"
+
+
+def sliding_window(b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx < 256)
+
+
+def cropped(mask_mod, q_len, kv_len, attention=flex_attention):
+    """A BlockMask built at 1024 x 1024, cropped with _adjust to q_len x kv_len and used there: the largest
+    difference from SDPA given the mask at q_len x kv_len, or the error _adjust stops with."""
+    q, k, v = (torch.randn(1, 2, n, 16) for n in (q_len, kv_len, kv_len))
+    wanted = mask_mod(0, 0, torch.arange(q_len)[:, None], torch.arange(kv_len)[None, :])
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=wanted)
+    try:
+        block_mask = create_block_mask(mask_mod, None, None, 1024, 1024, device="cpu")._adjust(q_len, kv_len)
+        got = attention(q, k, v, block_mask=block_mask)
+    except (IndexError, ValueError) as e:  # ValueError: where _adjust keeps whole blocks (PyTorch 2.11)
+        return f"{type(e).__name__}: {e}"
+    return f"largest difference from SDPA with the mask {(got - sdpa).abs().max().item():.1e}"
+# --8<-- [end:adjust]
 
 
 def main(argv) -> int:
@@ -99,13 +135,23 @@ def main(argv) -> int:
     # --8<-- [end:print_build_times]
     # --8<-- [start:print_gpu_build_times]
     if torch.cuda.is_available():
-        print(build_times((4096, 16384, 65536), device="cuda"))
+        print(build_times(GPU_LENGTHS, device="cuda"))
     # --8<-- [end:print_gpu_build_times]
     # --8<-- [start:print_from_kv_blocks]
     block_mask = create_block_mask(causal, None, None, 1000, 1000, device="cpu")
     rebuilt = from_blocks(block_mask, causal, 1000, 1000)
     print(rebuilt.shape, torch.equal(rebuilt.to_dense(), block_mask.to_dense()))
     # --8<-- [end:print_from_kv_blocks]
+    # --8<-- [start:print_refused]
+    print(refused(create_block_mask(causal, None, None, 1024, 1024, device="cpu"), 700))
+    # --8<-- [end:print_refused]
+    # --8<-- [start:print_adjust]
+    torch.manual_seed(0)
+    compiled = torch.compile(flex_attention)
+    for mask_mod in (causal, sliding_window):
+        for q_len, kv_len in ((700, 700), (500, 1024), (1024, 500)):
+            print(f"{mask_mod.__name__}, _adjust({q_len}, {kv_len}): {cropped(mask_mod, q_len, kv_len, compiled)}")
+    # --8<-- [end:print_adjust]
     return 0
 
 

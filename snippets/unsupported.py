@@ -87,8 +87,8 @@ def nested_answer() -> str:
     batch = torch.nested.nested_tensor([torch.randn(n, 2, 16) for n in (5, 3)], layout=torch.jagged)
     try:
         flex_attention(batch, batch, batch)
-    except NotImplementedError as e:
-        return f"NotImplementedError: {e}"
+    except (NotImplementedError, RuntimeError) as e:  # PyTorch 2.11 on a GPU: a RuntimeError from torch.compile
+        return f"{type(e).__name__}: {e}"
     return "no error"
 # --8<-- [end:nested]
 
@@ -97,21 +97,77 @@ def nested_answer() -> str:
 from torch.nn.attention.flex_attention import create_block_mask
 
 
-def causal_per_sequence(q, k, v, attention=flex_attention):
-    """Causal attention within each sequence of a jagged NestedTensor batch (batch, sequence, heads,
-    head_dim; q, k and v with the same lengths), computed as one packed sequence with a mask that keeps
-    each sequence to itself. Returns a NestedTensor of the same layout."""
-    offsets = q.offsets()  # where each sequence starts in the packed values, and the total at the end
+def causal_per_sequence_mask(offsets, build=None):
+    """A BlockMask over packed sequences (offsets: where each starts, and the total at the end): causal
+    within each sequence, nothing across them; built by `build` (create_block_mask if None)."""
     sequence = torch.repeat_interleave(torch.arange(len(offsets) - 1, device=offsets.device), offsets.diff())
 
     def same_sequence_causal(b, h, q_idx, kv_idx):
         return (sequence[q_idx] == sequence[kv_idx]) & (q_idx >= kv_idx)
     total = int(offsets[-1])
-    block_mask = create_block_mask(same_sequence_causal, None, None, total, total, device=offsets.device)
+    return (build or create_block_mask)(same_sequence_causal, None, None, total, total, device=offsets.device)
+
+
+def causal_per_sequence(q, k, v, attention=flex_attention, build=None):
+    """Causal attention within each sequence of a jagged NestedTensor batch (batch, sequence, heads,
+    head_dim; q, k and v with the same lengths), computed as one packed sequence with a mask that keeps
+    each sequence to itself. Returns a NestedTensor of the same layout."""
+    offsets = q.offsets()  # where each sequence starts in the packed values, and the total at the end
     packed = [t.values().transpose(0, 1).unsqueeze(0) for t in (q, k, v)]  # (1, heads, total, head_dim)
-    out = attention(*packed, block_mask=block_mask)
+    out = attention(*packed, block_mask=causal_per_sequence_mask(offsets, build))
     return torch.nested.nested_tensor_from_jagged(out[0].transpose(0, 1), offsets)
 # --8<-- [end:packed]
+
+
+# --8<-- [start:varlen]
+def causal_per_sequence_varlen(q, k, v):
+    """causal_per_sequence with PyTorch's variable-length attention kernel (CUDA only): the packed values,
+    where each sequence starts (int32), the longest sequence, and window_size=(-1, 0) for causal."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    starts = q.offsets().to(torch.int32)
+    longest = int(starts.diff().max())
+    out = varlen_attn(q.values(), k.values(), v.values(), starts, starts, longest, longest, window_size=(-1, 0))
+    return torch.nested.nested_tensor_from_jagged(out, q.offsets())
+
+
+def sdpa_per_sequence(q, k, v):
+    """The reference: causal SDPA over each sequence alone, packed again."""
+    offsets = q.offsets()
+    parts = [F.scaled_dot_product_attention(*(t.values()[a:b].transpose(0, 1) for t in (q, k, v)), is_causal=True)
+             for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+    return torch.nested.nested_tensor_from_jagged(torch.cat(parts, dim=1).transpose(0, 1), offsets)
+
+
+def gradients(attention, lengths, values, grad):
+    """The output and the gradients of q, k and v of `attention` over a jagged batch made of `values`
+    (q, k and v packed: total tokens, heads, head_dim) with the given sequence lengths."""
+    offsets = torch.tensor([0, *lengths], device=grad.device).cumsum(0)
+    leaves = [x.detach().clone().requires_grad_() for x in values]
+    out = attention(*(torch.nested.nested_tensor_from_jagged(x, offsets) for x in leaves)).values()
+    out.backward(grad.to(out.dtype))
+    return [out.detach(), *(x.grad for x in leaves)]
+
+
+def against_float64(lengths=(1000, 37, 2500, 128, 1), head_dims=(64, 128), heads=16, dtype=torch.bfloat16):
+    """Both ways in bfloat16 on the GPU, compiled FlexAttention and varlen_attn: for the output and the
+    gradients of q, k and v, the norm of the difference from the float64 reference over its norm."""
+    compiled = torch.compile(flex_attention)
+    ways = {"flex_attention, compiled": lambda q, k, v: causal_per_sequence(q, k, v, attention=compiled),
+            "varlen_attn": causal_per_sequence_varlen}
+    lines = [f"relative error from causal SDPA over each sequence in float64, {dtype}, {heads} heads, "
+             f"sequences of {', '.join(map(str, lengths))} tokens, {torch.cuda.get_device_name()}"]
+    for head_dim in head_dims:
+        g = torch.Generator("cuda").manual_seed(0)
+        *values, grad = (torch.randn(sum(lengths), heads, head_dim, device="cuda", generator=g) for _ in range(4))
+        want = gradients(sdpa_per_sequence, lengths, [x.double() for x in values], grad)
+        for name, attention in ways.items():
+            got = gradients(attention, lengths, [x.to(dtype) for x in values], grad)
+            errors = [((a.double() - b).norm() / b.norm()).item() for a, b in zip(got, want)]
+            lines.append(f"head dim {head_dim:3}, {name:24} " +
+                         "  ".join(f"{what} {e:.1e}" for what, e in zip(("out", "dq", "dk", "dv"), errors)))
+    return "\n".join(lines)
+# --8<-- [end:varlen]
 
 
 def main(argv) -> int:
@@ -150,6 +206,10 @@ def main(argv) -> int:
         print(f"sequence of {n} tokens: largest difference from SDPA over it alone "
               f"{(out[i].transpose(0, 1) - want).abs().max().item():.1e}")
     # --8<-- [end:print_packed]
+    # --8<-- [start:print_varlen]
+    if torch.cuda.is_available():
+        print(against_float64())
+    # --8<-- [end:print_varlen]
     return 0
 
 

@@ -156,11 +156,24 @@ def test_program_prints_the_blocks_and_the_build_times(observe, ran):
     times = build_rows(cpu)
     assert set(times) == {1024, 4096, 16384}, out
     assert all(times[t][3] < times[t][0] for t in (4096, 16384)), times
-    assert out.rstrip("\n").endswith("(1, 1, 1000, 1000) True")
+    end = lines.index("(1, 1, 1000, 1000) True")
+    refused, adjusted = lines[end + 1], lines[end + 2:]
+    assert refused.startswith("ValueError: block_mask was created for") and "_adjust(q_len, kv_len)" in refused
+    crops = [f"{name}, _adjust({q}, {kv}): " for name in ("causal", "sliding_window")
+             for q, kv in ((700, 700), (500, 1024), (1024, 500))]
+    assert [line[:len(crop)] for line, crop in zip(adjusted, crops)] == crops and len(adjusted) == 6, out
+    for line in adjusted:
+        answer = line.split("): ", 1)[1]
+        if "(1024, 500)" in line:
+            assert answer.startswith("IndexError: index 5 is out of bounds"), line
+        else:
+            assert float(answer.removeprefix("largest difference from SDPA with the mask ")) < 1e-5, line
     observe("blockmask.holds", out.split("True CacheInfo")[0].rstrip("\n"))
     observe("blockmask.once", next(line for line in out.splitlines() if "CacheInfo" in line))
     observe("blockmask.build_times", cpu)
-    observe("blockmask.from_kv_blocks", out.rstrip("\n").splitlines()[-1])
+    observe("blockmask.from_kv_blocks", lines[end])
+    observe("blockmask.refused", refused)
+    observe("blockmask.adjust", "\n".join(adjusted))
     ran(lengths=[1024, 4096, 16384], inputs="causal")
 
 
@@ -182,6 +195,69 @@ def test_without_seq_lengths_the_rebuilt_mask_has_the_block_grid_shape_and_flex_
     ran(lengths=1000, modes=["eager", "compiled"], passes="forward", dtypes=torch.float32, inputs="causal")
 
 
+def test_flex_attention_refuses_a_mask_built_for_more_tokens_and_its_message_names_adjust(ran):
+    """Eager and compiled, for fewer queries, fewer keys or both; the page's refused() gives the eager message."""
+    block_mask = create_block_mask(blockmask.causal, None, None, 1024, 1024, device="cpu")
+    assert blockmask.refused(block_mask, 700).startswith("ValueError: block_mask was created for block_mask.shape="
+                                                         "(1, 1, 1024, 1024) but got q_len=700 and kv_len=700.")
+    assert blockmask.refused(create_block_mask(blockmask.causal, None, None, 700, 700, device="cpu"), 700) == \
+        "no error"
+    torch._dynamo.reset()
+    for attention in (flex_attention, torch.compile(flex_attention)):
+        for q_len, kv_len in ((700, 700), (1024, 700), (700, 1024)):
+            q, kv = torch.randn(1, 1, q_len, 16), torch.randn(1, 1, kv_len, 16)
+            with pytest.raises(ValueError, match=re.escape("by calling block_mask._adjust(q_len, kv_len)")):
+                attention(q, kv, kv, block_mask=block_mask)
+    ran(lengths=[700, 1024], modes=["eager", "compiled"], passes="forward", dtypes=torch.float32, inputs="causal")
+
+
+ADJUST_LENGTHS = (1, 127, 128, 500, 700, 1024)
+DENSE = {  # the two masks at 1024 x 1024, written with tril instead of a mask_mod
+    "causal": torch.ones(1024, 1024, dtype=torch.bool).tril(),
+    "sliding_window": torch.ones(1024, 1024, dtype=torch.bool).tril() & ~torch.ones(1024, 1024, dtype=torch.bool).tril(-256),
+}
+
+
+@pytest.mark.parametrize("mask", list(DENSE))
+def test_adjust_crops_to_a_fresh_build_up_to_as_many_queries_as_keys_and_stops_at_the_tested_pairs_with_more(mask,
+                                                                                                        ran):
+    """Built at 1024 x 1024 and cropped to each of the 36 pairs of lengths from ADJUST_LENGTHS. With no more
+    queries than keys, the crop computes the blocks a BlockMask built at those lengths computes (to_dense);
+    at the three pairs with more queries than keys and more than 128 keys, _adjust raises IndexError."""
+    mask_mod = getattr(blockmask, mask)
+    built = create_block_mask(mask_mod, None, None, 1024, 1024, device="cpu")
+    for q_len, kv_len in itertools.product(ADJUST_LENGTHS, ADJUST_LENGTHS):
+        if q_len > kv_len > 128:
+            assert (q_len, kv_len) in {(700, 500), (1024, 500), (1024, 700)}
+            with pytest.raises(IndexError, match="out of bounds"):
+                built._adjust(q_len, kv_len)
+            continue
+        cropped = built._adjust(q_len, kv_len)
+        assert cropped.seq_lengths == (q_len, kv_len)
+        if q_len <= kv_len:
+            fresh = create_block_mask(mask_mod, None, None, q_len, kv_len, device="cpu")
+            assert torch.equal(cropped.to_dense(), fresh.to_dense()), (q_len, kv_len)
+    ran(lengths=list(ADJUST_LENGTHS), inputs=mask, passes="forward")
+
+
+@pytest.mark.parametrize("mask", list(DENSE))
+@pytest.mark.parametrize("q_len, kv_len", [(700, 700), (500, 1024), (1024, 128)])
+def test_compiled_flex_attention_with_a_cropped_mask_gives_the_masks_attention(mask, q_len, kv_len, ran):
+    """Compiled (the cropped BlockMask's skipped blocks matter there), float32, against float64 SDPA given the
+    mask written with tril, cut to q_len x kv_len."""
+    mask_mod = getattr(blockmask, mask)
+    cropped = create_block_mask(mask_mod, None, None, 1024, 1024, device="cpu")._adjust(q_len, kv_len)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 16, generator=g) for n in (q_len, kv_len, kv_len))
+    torch._dynamo.reset()
+    got = torch.compile(flex_attention)(q, k, v, block_mask=cropped)
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                            attn_mask=DENSE[mask][:q_len, :kv_len])
+    assert (got.double() - want).abs().max() < 1e-5
+    ran(lengths=[q_len, kv_len], inputs=mask, modes="compiled", passes="forward", dtypes=torch.float32, heads=2,
+        head_dims=16)
+
+
 def test_build_times_are_the_median_fastest_and_slowest_of_the_counted_builds():
     """build_ms against a builder whose build times are known: a first build of 200 ms, not counted,
     then 40, 10, 50, 20 and 30 ms (median 30, fastest 10, slowest 50)."""
@@ -201,7 +277,7 @@ def test_on_the_gpu_the_compiled_builder_builds_the_same_blocks_faster_from_1638
     """On a CUDA GPU: build_times at 4096, 16384 and 65536 tokens (the medians of five builds, each timed
     until the GPU has finished it), the compiled builder faster than eager at 16384 and 65536; and its
     BlockMask at 65536 tokens, the GPU's, is eager's."""
-    text = blockmask.build_times((4096, 16384, 65536), device="cuda")
+    text = blockmask.build_times(blockmask.GPU_LENGTHS, device="cuda")
     assert text.startswith(f"causal BlockMask on {torch.cuda.get_device_name()}, ms:"), text
     times = build_rows(text)
     assert set(times) == {4096, 16384, 65536}, text
