@@ -151,6 +151,29 @@ def test_nested_tensors_are_refused_and_create_nested_block_mask_is_gone(observe
     observe("unsupported.nested", answer)
 
 
+@pytest.mark.skipif(not torch.__version__.startswith("2.11."),
+                    reason="what PyTorch 2.11 answers: runs where it is installed (the GPU machines)")
+def test_pytorch_2_11_refuses_a_nested_batch_from_inside_torch_compile(ran):
+    """PyTorch 2.11 has no _validate_no_nested_tensors: the refusal comes from Dynamo, without compiling (flex_attention
+    compiles its own call) and compiled, with the batch on the CPU and, where there is one, on the GPU."""
+    assert not hasattr(flex_module, "create_nested_block_mask")
+    assert not hasattr(flex_module, "_validate_no_nested_tensors")
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        torch._dynamo.reset()
+        batch = torch.nested.nested_tensor([torch.randn(n, 2, 16, device=device) for n in (5, 3)], layout=torch.jagged)
+        with pytest.raises(torch._dynamo.exc.Unsupported, match="no rule registered for HOP flex_attention and "
+                                                                "subclass <class 'torch.nested._internal.nested_tensor"):
+            flex_attention(batch, batch, batch)
+        with pytest.raises(torch._dynamo.exc.InternalTorchDynamoError, match="'NestedIntNode' object has no attribute"):
+            torch.compile(flex_attention)(batch, batch, batch)
+    from torch.nn.attention.varlen import varlen_attn
+
+    packed, starts = torch.randn(8, 2, 16), torch.tensor([0, 5, 8], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="'aten::_flash_attention_forward' with arguments from the 'CPU'"):
+        varlen_attn(packed, packed, packed, starts, starts, 5, 5)
+    ran(modes=["eager", "compiled"], passes="forward")
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("lengths", [(100, 37, 250), (128, 128, 1), (300,)])
 def test_a_nested_batch_packed_with_a_sequence_mask_is_causal_attention_over_each_sequence(lengths, compiled, ran,
