@@ -50,8 +50,17 @@ SITE ?= site
 serve: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve -a 127.0.0.1:8000
 
+# The builder of `make site`: mkdocs, the default, or zensical (`make site BUILDER=zensical`, the same as
+# `make site-zensical` but into $(SITE)); to make Zensical the default, change this line.
+BUILDER ?= mkdocs
 site: setup
+ifeq ($(BUILDER),mkdocs)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d $(SITE)
+else ifeq ($(BUILDER),zensical)
+	$(PY) -m guide.site zensical $(SITE)
+else
+	$(error BUILDER=$(BUILDER) is no builder of this site. Fix: make site BUILDER=mkdocs or BUILDER=zensical)
+endif
 
 # The same site built with Zensical, one build per language from the pages guide/site/stage.py finishes.
 site-zensical: setup

@@ -11,6 +11,7 @@ import pytest
 
 from guide import pages
 from tests.helpers import ROOT, section, url_of
+from tests.sites import zensical_site  # noqa: F401 (a fixture)
 
 CHROMIUM = "/usr/bin/chromium"
 # Headless, and no background connections to Google's hosts (this test counts every request).
@@ -21,8 +22,11 @@ PAGES = sorted(p.stem for p in (ROOT / "docs/en").glob("*.md"))
 SCREENSHOTS = ROOT / "build" / "screenshots"
 
 
-@pytest.fixture(scope="session")
-def server(site):
+@pytest.fixture(scope="session", params=["mkdocs", "zensical"])
+def server(request):
+    """Each build served on 127.0.0.1: the MkDocs site, then the Zensical site."""
+    site = request.getfixturevalue("site" if request.param == "mkdocs" else "zensical_site")
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -79,12 +83,20 @@ def test_every_page_loads_cleanly_and_the_switcher_keeps_the_page(page, server, 
 
 
 def search(page, server, lang, query) -> list:
-    """The paths of the results the search box of lang's home page lists for query."""
+    """The paths of the results the search of lang's home page lists for query: Material's search box (the
+    MkDocs build), or Zensical's search dialog, opened by its button."""
     page.goto(server + url_of(lang, "index"), wait_until="networkidle")
-    page.fill("input.md-search__input", query)
-    page.keyboard.type(" ")  # a key press starts the search, as a reader's typing does
-    page.wait_for_selector(".md-search-result__item", timeout=15000)
-    links = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.href)")
+    if page.locator("input.md-search__input").count():
+        page.fill("input.md-search__input", query)
+        page.keyboard.type(" ")  # a key press starts the search, as a reader's typing does
+        results = ".md-search-result__link"
+    else:
+        page.click("button.md-search__button")
+        box = page.locator('input[role="combobox"]')
+        box.press_sequentially(query)
+        results = f'[id="{box.get_attribute("aria-controls")}"] a'
+    page.wait_for_selector(results, timeout=15000)
+    links = page.eval_on_selector_all(results, "els => els.map(e => e.href)")
     assert not page.problems, page.problems
     return [urlsplit(link).path for link in links]
 
@@ -115,9 +127,14 @@ def test_search_answers_in_the_readers_language_only(page, server, lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_search_finds_the_page_of_a_glossary_term(page, server, lang):
+def test_search_finds_the_page_of_a_glossary_term(page, server, lang, request):
     """The language's word for decoding, as its glossary gives it, finds the decoding page first."""
     import yaml
+
+    if request.node.callspec.params["server"] == "zensical" and lang in ("zh", "hi"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "Zensical's search ranks the performance page first for this word: its index has no per-language "
+            "settings from mkdocs.yml (jieba for Chinese, the word separator), which Material's search reads")))
 
     term = "decoding" if lang == "en" else \
         yaml.safe_load((ROOT / "glossary" / f"{lang}.yaml").read_text(encoding="utf-8"))["decoding"]["use"]

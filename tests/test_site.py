@@ -7,25 +7,11 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT, python, url_of
+from tests.sites import each_site, zensical_site  # noqa: F401 (fixtures)
 
 LANGS = {"en": "en", "zh": "zh", "pt": "pt-BR", "hi": "hi"}
 PAGES = sorted(p.name for p in (ROOT / "docs/en").glob("*.md"))
 OBSERVED = re.compile(r"<!-- observed: ([\w.]+)( gpu)?(?: picture)? -->")
-
-
-@pytest.fixture(scope="session")
-def zensical_site(tmp_path_factory):
-    """The site built with Zensical (python -m guide.site zensical), once per test run."""
-    out = tmp_path_factory.mktemp("zensical") / "site"
-    result = python("-m", "guide.site", "zensical", str(out))
-    assert result.returncode == 0 and result.stdout == f"built en, zh, pt, hi in {out}\n", result
-    return out
-
-
-@pytest.fixture(params=["mkdocs", "zensical"])
-def each_site(request):
-    """The MkDocs site, then the Zensical site: a test of what a reader gets runs against both builds."""
-    return request.getfixturevalue("site" if request.param == "mkdocs" else "zensical_site")
 
 
 def html_of(site, lang, page):
@@ -221,7 +207,7 @@ def test_site_workflow_deploys_only_main():
     assert "refs/heads/main" in workflow["jobs"]["deploy"]["if"]
 
 
-def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
+def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(each_site):
     """Portuguese pages write a decimal comma and a Portuguese date in what the guide generates (the
     performance page's tables and sentences, the claims page's measured figures, the stamps of
     recorded outputs); program output stays as printed."""
@@ -229,6 +215,7 @@ def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
 
     from guide import bench, records
 
+    site = each_site
     record = next(iter(bench.load_all().values()))
     cudnn = bench.ratios(record, "training", "sdpa_cudnn", "flex", "forward_backward_ms")
     fa2 = bench.ratios(record, "training", "flex", "sdpa_flash", "forward_backward_ms")
@@ -251,10 +238,12 @@ def test_numbers_are_in_the_readers_locale_and_raw_outputs_are_not(site):
     claims = html_of(site, "pt", "claims.md").replace("&#39;", "'")
     assert all(line in claims for line in tf32.splitlines()), "the claims page shows the output as printed"
 
-def test_every_badge_and_the_claims_page_show_where_the_claim_holds(site):
+def test_every_badge_and_the_claims_page_show_where_the_claim_holds(each_site):
     """Each claim's badge is followed by its scope in the page's language, and the claims page gives the scope
     of every claim; the words come from words/<lang>.yaml, numbers in the reader's locale."""
     import re
+
+    site = each_site
 
     from guide import claims
 
@@ -306,9 +295,10 @@ def test_a_malformed_picture_output_is_named_with_its_fix(text):
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_gallery_pictures_are_drawn_from_the_recorded_output_in_each_language(site, lang):
+def test_gallery_pictures_are_drawn_from_the_recorded_output_in_each_language(each_site, lang):
     from guide import i18n, records
 
+    site = each_site
     page = (ROOT / "docs/en/gallery.md").read_text(encoding="utf-8")
     ids = re.findall(r"<!-- observed: ([\w.]+) picture -->", page)
     assert len(ids) >= 10
@@ -322,6 +312,39 @@ def test_gallery_pictures_are_drawn_from_the_recorded_output_in_each_language(si
         assert f"<code>{caption}</code>" in figure, oid
         assert figure.count("fill-opacity") - 4 == sum(c != "·" for row in rows for c in row), oid  # 4: legend
         assert f">{words['queries']} →</text>" in figure and f">{words['keys']} →</text>" in figure
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_zensical_site_shows_each_pages_code_and_offers_its_downloads(zensical_site, site, lang):
+    """What test_pages checks of the MkDocs site, on the Zensical build: every page's Python code blocks are the
+    page's code with its snippets included (pages.python_blocks), and its notebook and script downloads are
+    the MkDocs site's files, byte for byte."""
+    from guide import pages
+    from tests.test_pages import built_python_blocks
+
+    for page in pages.programs():
+        want = [block.rstrip("\n") for block in pages.python_blocks(page, lang)]
+        assert [block.rstrip("\n") for block in built_python_blocks(zensical_site, lang, page)] == want, page
+        folder = url_of(lang, page).lstrip("/")
+        for name in (page.replace(".md", ".ipynb"), page.replace(".md", ".py")):
+            assert (zensical_site / folder / name).read_bytes() == (site / folder / name).read_bytes(), (lang, name)
+
+
+@pytest.mark.parametrize("builder, command", [("mkdocs", "-m mkdocs build --strict -d site"),
+                                              ("zensical", "-m guide.site zensical site")])
+def test_make_site_builds_with_the_builder_named(builder, command):
+    import subprocess
+
+    result = subprocess.run(["make", "-n", "site", f"BUILDER={builder}"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.splitlines()[-1].endswith(command), result
+
+
+def test_make_site_names_an_unknown_builder_and_the_fix():
+    import subprocess
+
+    result = subprocess.run(["make", "-n", "site", "BUILDER=sphinx"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "BUILDER=sphinx is no builder of this site. Fix: make site BUILDER=mkdocs or BUILDER=zensical" in result.stderr
 
 
 def test_each_distinct_code_block_is_highlighted_once_with_the_html_pygments_gives(monkeypatch):
