@@ -335,14 +335,18 @@ def test_the_zensical_site_shows_each_pages_code_and_offers_its_downloads(zensic
 def test_make_site_builds_with_the_builder_named(builder, command):
     import subprocess
 
-    result = subprocess.run(["make", "-n", "site", f"BUILDER={builder}"], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make test
+    result = subprocess.run(["make", "--no-print-directory", "-n", "site", f"BUILDER={builder}"], cwd=ROOT,
+                            capture_output=True, text=True, env=env)
     assert result.returncode == 0 and result.stdout.splitlines()[-1].endswith(command), result
 
 
 def test_make_site_names_an_unknown_builder_and_the_fix():
     import subprocess
 
-    result = subprocess.run(["make", "-n", "site", "BUILDER=sphinx"], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "site", "BUILDER=sphinx"], cwd=ROOT,
+                            capture_output=True, text=True, env=env)
     assert result.returncode != 0
     assert "BUILDER=sphinx is no builder of this site. Fix: make site BUILDER=mkdocs or BUILDER=zensical" in result.stderr
 
