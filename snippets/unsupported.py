@@ -149,10 +149,17 @@ def gradients(attention, lengths, values, grad):
     return [out.detach(), *(x.grad for x in leaves)]
 
 
+def compiled_flex():
+    """torch.compile(flex_attention), compiled afresh: with PyTorch 2.11, after the Transformers section
+    above, flex_attention compiled later in the same process runs unfused, every score in memory."""
+    torch._dynamo.reset()
+    return torch.compile(flex_attention)
+
+
 def against_float64(lengths=(1000, 37, 2500, 128, 1), head_dims=(64, 128), heads=16, dtype=torch.bfloat16):
     """Both ways in bfloat16 on the GPU, compiled FlexAttention and varlen_attn: for the output and the
     gradients of q, k and v, the norm of the difference from the float64 reference over its norm."""
-    compiled = torch.compile(flex_attention)
+    compiled = compiled_flex()
     ways = {"flex_attention, compiled": lambda q, k, v: causal_per_sequence(q, k, v, attention=compiled),
             "varlen_attn": causal_per_sequence_varlen}
     lines = [f"relative error from causal SDPA over each sequence in float64, {dtype}, {heads} heads, "
@@ -168,6 +175,60 @@ def against_float64(lengths=(1000, 37, 2500, 128, 1), head_dims=(64, 128), heads
                          "  ".join(f"{what} {e:.1e}" for what, e in zip(("out", "dq", "dk", "dv"), errors)))
     return "\n".join(lines)
 # --8<-- [end:varlen]
+
+
+# --8<-- [start:varlen_cost]
+DOCUMENTS = (3000, 517, 1200, 4096, 800, 2500, 1750, 2521)  # 16384 tokens packed from 8 sequences
+
+
+def varlen_cost(lengths=DOCUMENTS, head_dims=(64, 128), heads=16, dtype=torch.bfloat16):
+    """{(head_dim, way): (forward ms, forward and backward ms)}, each a (median, 20%, 80%) of
+    triton.testing.do_bench after a warm-up: varlen_attn, and compiled FlexAttention with the sequence
+    mask built once before, built again at each call, and built at each call by a compiled builder."""
+    from torch.nn.attention.varlen import varlen_attn
+    from triton.testing import do_bench
+
+    compiled, compiled_build = compiled_flex(), torch.compile(create_block_mask)
+    offsets = torch.tensor([0, *lengths], device="cuda").cumsum(0)
+    starts, longest = offsets.to(torch.int32), max(lengths)  # made once: reading them back waits for the GPU
+    rows = {}
+    for head_dim in head_dims:
+        g = torch.Generator("cuda").manual_seed(0)
+        *values, grad = (torch.randn(sum(lengths), heads, head_dim, device="cuda", generator=g, dtype=dtype)
+                         for _ in range(4))
+        q, k, v = (x.requires_grad_() for x in values)
+        packed = [t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)]  # (1, heads, tokens, head_dim)
+        before = causal_per_sequence_mask(offsets)
+        ways = {
+            "varlen_attn": lambda: varlen_attn(q, k, v, starts, starts, longest, longest, window_size=(-1, 0)),
+            "flex, mask built before": lambda: compiled(*packed, block_mask=before)[0].transpose(0, 1),
+            "flex, mask built each call": lambda: compiled(
+                *packed, block_mask=causal_per_sequence_mask(offsets))[0].transpose(0, 1),
+            "flex, compiled build each call": lambda: compiled(
+                *packed, block_mask=causal_per_sequence_mask(offsets, compiled_build))[0].transpose(0, 1),
+        }
+        for name, attention in ways.items():
+            def step():
+                for x in (q, k, v):
+                    x.grad = None
+                attention().backward(grad)
+            step()  # compiles
+            with torch.no_grad():
+                forward = do_bench(attention, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8])
+            rows[head_dim, name] = (forward, do_bench(step, warmup=25, rep=100, quantiles=[0.5, 0.2, 0.8]))
+    return rows
+
+
+def describe_varlen_cost(rows, lengths=DOCUMENTS, heads=16):
+    lines = [f"ms: median (20%-80%) and x varlen_attn, {sum(lengths)} tokens in {len(lengths)} sequences, "
+             f"bfloat16, {heads} heads, {torch.cuda.get_device_name()}"]
+    for (head_dim, name), (forward, both) in rows.items():
+        base = rows[head_dim, "varlen_attn"]
+        lines.append(f"head dim {head_dim:3}, {name:30} no-grad forward {forward[0]:6.2f} ({forward[1]:.2f}-{forward[2]:.2f}) "
+                     f"{forward[0] / base[0][0]:5.1f}x   forward+backward {both[0]:6.2f} ({both[1]:.2f}-{both[2]:.2f}) "
+                     f"{both[0] / base[1][0]:5.1f}x")
+    return "\n".join(lines)
+# --8<-- [end:varlen_cost]
 
 
 def main(argv) -> int:
@@ -210,6 +271,10 @@ def main(argv) -> int:
     if torch.cuda.is_available():
         print(against_float64())
     # --8<-- [end:print_varlen]
+    # --8<-- [start:print_varlen_cost]
+    if torch.cuda.is_available():
+        print(describe_varlen_cost(varlen_cost()))
+    # --8<-- [end:print_varlen_cost]
     return 0
 
 

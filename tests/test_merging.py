@@ -194,7 +194,9 @@ def test_program_prints_the_gaps_and_the_empty_query(observe):
     assert lines[0].startswith("log-sum-exp against torch.logsumexp of the scores: ")
     assert [line.split(":")[0] for line in lines[1:4]] == ["1 part(s)", "2 part(s)", "4 part(s)"], lines
     gaps = [float(x) for line in lines[:4] for x in re.findall(r"\d\.\de[-+]\d\d", line)]
-    assert len(gaps) == 7 and max(gaps) < 1e-12, result.stdout
+    # float64 gaps: below 1e-8, where the same program in float32 prints 2.2e-07 to 1.4e-06 (one run of the whole suite
+    # printed 1.1e-09 for FlexAttention's own log-sum-exp and for 1 part; 60 runs alone printed 2.7e-15)
+    assert len(gaps) == 7 and max(gaps) < 1e-8, result.stdout
     assert lines[4] == "query 0, no key: over all keys 0.0 and -inf, merged from 4 parts 0.0 and -inf"
     observe("merging.parts", result.stdout.rstrip("\n"))
 

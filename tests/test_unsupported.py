@@ -4,6 +4,7 @@ position, exact averages worked out by enumeration, and SDPA over each sequence 
 import inspect
 import math
 import re
+import shlex
 
 import pytest
 import torch
@@ -242,6 +243,67 @@ def test_on_the_gpu_varlen_attn_and_flex_with_a_sequence_mask_are_causal_attenti
         assert set(errors) == {"out", "dq", "dk", "dv"} and all(0 < e < 1e-2 for e in errors.values()), text
     observe("unsupported.varlen", text)
     ran(dtypes=torch.bfloat16, head_dims=[64, 128], heads=16, lengths=[1000, 37, 2500, 128, 1], batch=5,
+        modes="compiled", passes=["forward", "backward"], backends="triton")
+
+
+
+AFTER_TRANSFORMERS = """
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+from snippets import unsupported
+
+def backward_of(compiled):
+    q = torch.randn(1, 2, 256, 64, device="cuda", requires_grad=True)
+    return type(compiled(q, q, q).grad_fn).__name__
+
+print(backward_of(torch.compile(flex_attention)))
+for dropout in (0.1, 0.0):
+    model = unsupported.small_llama(dropout)
+    for mode in ("train", "eval"):
+        unsupported.forward_in(model, mode)
+print(backward_of(torch.compile(flex_attention)))
+print(backward_of(unsupported.compiled_flex()))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.__version__.startswith("2.11."), reason="what PyTorch 2.11 does: runs where it is installed")
+def test_on_pytorch_2_11_flex_attention_compiled_after_the_transformers_section_runs_unfused_until_dynamo_is_reset(ran):
+    """In a fresh process on the GPU: compiled before the Transformers section, its backward is the compiled one;
+    after it, the unfused FlexAttentionAutogradOp's; compiled_flex(), after torch._dynamo.reset(), the compiled one."""
+    result = python("-W ignore -c " + shlex.quote(AFTER_TRANSFORMERS))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-3:] == ["CompiledFunctionBackward", "FlexAttentionAutogradOpBackward",
+                                          "CompiledFunctionBackward"], result.stdout
+    ran(modes="compiled", passes=["forward", "backward"], dtypes=torch.float32, lengths=256, heads=2, head_dims=64,
+        batch=1, backends="triton")
+
+
+VARLEN_WAYS = ["varlen_attn", "flex, mask built before", "flex, mask built each call", "flex, compiled build each call"]
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_a_sequence_mask_built_before_costs_about_what_varlen_attn_costs(observe, alone, ran):
+    """bfloat16, 16 heads, head dims 64 and 128, 16384 tokens in 8 sequences, a no-grad forward and a forward and
+    backward: compiled FlexAttention with the mask built before within 1.5x of varlen_attn either way; the mask built
+    again at each call more than 2x varlen_attn's time; built by the compiled builder, slower than varlen_attn and
+    less than half the time of the eager build."""
+    with alone():
+        rows = unsupported.varlen_cost()
+    assert list(rows) == [(d, w) for d in (64, 128) for w in VARLEN_WAYS], rows
+    for d in (64, 128):
+        for step in (0, 1):
+            varlen, before, each, each_compiled = (rows[d, w][step][0] for w in VARLEN_WAYS)
+            assert varlen / 1.5 < before < 1.5 * varlen, (d, step, rows)
+            assert each > 2 * varlen, (d, step, rows)
+            assert varlen < each_compiled < each / 2, (d, step, rows)
+    text = unsupported.describe_varlen_cost(rows)
+    lines = text.splitlines()
+    assert lines[0].endswith(f"16384 tokens in 8 sequences, bfloat16, 16 heads, {torch.cuda.get_device_name()}")
+    assert [re.match(r"head dim +(\d+), (.+?) +no-grad", line).groups() for line in lines[1:]] == \
+        [(str(d), w) for d in (64, 128) for w in VARLEN_WAYS], text
+    observe("unsupported.varlen_cost", text)
+    ran(dtypes=torch.bfloat16, head_dims=[64, 128], heads=16, lengths=sum(unsupported.DOCUMENTS), batch=8,
         modes="compiled", passes=["forward", "backward"], backends="triton")
 
 
