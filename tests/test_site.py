@@ -330,23 +330,25 @@ def test_the_zensical_site_shows_each_pages_code_and_offers_its_downloads(zensic
             assert (zensical_site / folder / name).read_bytes() == (site / folder / name).read_bytes(), (lang, name)
 
 
+def make_site_dry_run(builder):
+    """`make -n site BUILDER=...` as a reader's shell runs it: without the flags and directory lines of a calling
+    make (under make test)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(["make", "--no-print-directory", "-n", "site", f"BUILDER={builder}"], cwd=ROOT,
+                          capture_output=True, text=True, env=env)
+
+
 @pytest.mark.parametrize("builder, command", [("mkdocs", "-m mkdocs build --strict -d site"),
                                               ("zensical", "-m guide.site zensical site")])
 def test_make_site_builds_with_the_builder_named(builder, command):
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make test
-    result = subprocess.run(["make", "--no-print-directory", "-n", "site", f"BUILDER={builder}"], cwd=ROOT,
-                            capture_output=True, text=True, env=env)
+    result = make_site_dry_run(builder)
     assert result.returncode == 0 and result.stdout.splitlines()[-1].endswith(command), result
 
 
 def test_make_site_names_an_unknown_builder_and_the_fix():
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    result = subprocess.run(["make", "--no-print-directory", "-n", "site", "BUILDER=sphinx"], cwd=ROOT,
-                            capture_output=True, text=True, env=env)
+    result = make_site_dry_run("sphinx")
     assert result.returncode != 0
     assert "BUILDER=sphinx is no builder of this site. Fix: make site BUILDER=mkdocs or BUILDER=zensical" in result.stderr
 
