@@ -67,6 +67,25 @@ def test_recorded_outputs_are_current(records_in_use):
         warnings.warn(f"stale GPU entries, to re-record with `make verify-gpu`: {due}")
 
 
+def test_a_page_shows_a_current_recorded_output_before_a_stale_one_and_warns_only_for_the_one_it_shows():
+    """Two GPU records with the same output, the first stale: the page shows the second's, without a warning;
+    with both stale, it shows the first's under the warning."""
+    import dataclasses
+
+    from guide.site import observed, snapshot
+
+    real = snapshot.load(ROOT)
+    env = {"python": "3.12", "torch": "2.11.0", "compute_capability": "9.0"}
+    fake = {name: {"environment": {**env, "gpu": name}, "outputs": {"x.y": {"text": f"printed on {name}"}}}
+            for name in ("first-gpu", "second-gpu")}
+    for stale, shown, warned in ([("first-gpu", "x.y")], "second-gpu", False), \
+            ([("first-gpu", "x.y"), ("second-gpu", "x.y")], "first-gpu", True):
+        view = dataclasses.replace(real, records=fake, stale_outputs=frozenset(stale))
+        html = observed.render(view, "x.y", "en", gpu=True)
+        assert f"printed on {shown}" in html and f"{shown}, sm 9.0" in html, html
+        assert html.startswith("!!! warning") is warned, html
+
+
 @pytest.mark.parametrize("lang", LANGS)
 def test_html_lang_and_language_switcher(each_site, lang):
     site = each_site

@@ -31,7 +31,7 @@ def render(snapshot, output_id, lang, gpu=False, picture=False):
             raise GuideError(f"no recorded output {output_id!r}. Fix: run `make record` (CPU) "
                              f"or `make verify-gpu` (CUDA) to record it")
         return f'!!! note "{words["pending"]}"\n    {words["pending_body"]} (`{output_id}`)\n'
-    env, out = found
+    env, out, stale = found
     if picture:
         try:
             block = pictures.figure(out["text"], snapshot.words[lang]["picture"])
@@ -41,7 +41,7 @@ def render(snapshot, output_id, lang, gpu=False, picture=False):
         fence = "````" if "```" in out["text"] else "```"
         block = f"{fence}text\n{out['text']}\n{fence}\n"
     note = f'<p class="observed-stamp"><small>{words["seen"]}: {stamp(env)}</small></p>\n'
-    if output_id in snapshot.stale_outputs:
+    if stale:
         return f'!!! warning "{words["stale"]}"\n    {words["stale_body"]}\n\n{block}{note}'
     return block + note
 

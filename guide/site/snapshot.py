@@ -21,7 +21,7 @@ class Snapshot:
     verdicts: MappingProxyType       # claim id -> {record name: verdict}
     texts: MappingProxyType          # lang -> claim id -> texts
     words: MappingProxyType          # lang -> part -> key -> text
-    stale_outputs: frozenset         # output ids whose sources changed since their record
+    stale_outputs: frozenset         # (record name, output id) whose sources changed since that record
     translation_table: MappingProxyType  # page -> lang -> current / outdated / missing
     translation_reviews: MappingProxyType  # page -> lang -> English hash reviewed against, or None
     programs: MappingProxyType       # page with Python code -> its tier (cpu or gpu)
@@ -33,11 +33,14 @@ class Snapshot:
         return None
 
     def output(self, output_id):
-        """(environment, output) of the first record that has this output, or None."""
-        for record in self.records.values():
-            if output_id in record["outputs"]:
-                return record["environment"], record["outputs"][output_id]
-        return None
+        """(environment, output, stale) of the first record whose output is current, else of the first
+        record that has it at all; None if no record has it."""
+        having = [name for name, record in self.records.items() if output_id in record["outputs"]]
+        if not having:
+            return None
+        name = next((n for n in having if (n, output_id) not in self.stale_outputs), having[0])
+        record = self.records[name]
+        return record["environment"], record["outputs"][output_id], (name, output_id) in self.stale_outputs
 
 
 def version_key(root: Path) -> tuple:
@@ -77,7 +80,7 @@ def build() -> Snapshot:
         verdicts=MappingProxyType({c["id"]: claims.verdicts(c, all_records) for c in registry}),
         texts=MappingProxyType({lang: claims.texts(lang) for lang in langs}),
         words=MappingProxyType(words),
-        stale_outputs=frozenset(key for r in all_records.values() for key in records.stale(r)
+        stale_outputs=frozenset((name, key) for name, r in all_records.items() for key in records.stale(r)
                                 if key in r["outputs"]),
         translation_table=MappingProxyType(i18n.table()),
         translation_reviews=MappingProxyType(i18n.reviews()),
