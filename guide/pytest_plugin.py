@@ -32,6 +32,17 @@ def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "guide-recorder")
 
 
+def source_hash(config, nodeid):
+    """The hash of a test's sources in the checkout under test, also while the test points the guide at a
+    copy of it (the `checkout` fixture), whose files it may have changed."""
+    pointed = project.root()
+    project.set_root(config.rootpath)
+    try:
+        return records.source_hash(nodeid)
+    finally:
+        project.set_root(pointed)
+
+
 CHECK, SETUP = pytest.StashKey(), pytest.StashKey()  # the GPU tier's setup check, and the line it gave
 
 
@@ -70,7 +81,7 @@ def observe(request):
         request.node.user_properties.append(("observed", (output_id, {
             "text": text,
             "test": request.node.nodeid,
-            "source_sha256": records.source_hash(request.node.nodeid),
+            "source_sha256": source_hash(request.config, request.node.nodeid),
         })))
         return text
 
@@ -128,7 +139,7 @@ class Recorder:
             return  # tests of the site and the records themselves verify no snippet
         if report.when == "call" or report.outcome != "passed":  # setup/teardown count when they fail or skip
             entry = {"outcome": report.outcome, "seconds": round(report.duration, 2),
-                     "gpu": "gpu" in report.keywords, "source_sha256": records.source_hash(report.nodeid)}
+                     "gpu": "gpu" in report.keywords, "source_sha256": source_hash(self.config, report.nodeid)}
             if report.nodeid in self.seen and report.passed:
                 entry["ran"] = self.seen[report.nodeid]
             if report.skipped:

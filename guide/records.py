@@ -9,7 +9,8 @@ A test of tests/test_<topic>.py runs snippets/<topic>.py (and its shell and conf
 those sources or its test code change, its entries are stale until the next recording run. Its test
 code is its module less the other test functions (its own function, the module's fixtures, helpers
 and imports), conftest.py, and the shared test modules it imports: editing one test leaves the
-records of its neighbours current.
+records of its neighbours current. A page enters a hash as its program reads it (`program_view`: front
+matter, code blocks, includes and output markers): editing its prose leaves its records current.
 """
 import ast
 import copy
@@ -103,21 +104,17 @@ def _test_modules_used(module: str, mtime_ns: int) -> tuple:
     return tuple(sorted({name for name in re.findall(r"\btests\.(\w+)", text) if not name.startswith("test_")}))
 
 
-def source_hash(key: str, blank_lines_kept: bool = False) -> str:
-    """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench').
-    blank_lines_kept: as records written before 2026-11-27 hashed a test module (see `current`)."""
+def source_hash(key: str) -> str:
+    """The hash of what a test id ran (snippets and test code) or of a topic's snippets ('bench')."""
     files = sources(topic_of(key), parameter(key).split("-")[0]) + (test_sources(key) if "::" in key else [])
     base = project.root()
     return _digest(tuple((str(p), p.relative_to(base).as_posix(), p.stat().st_mtime_ns) for p in files),
-                   key.split("::")[0] if "::" in key else "", _function_of(key), blank_lines_kept)
+                   key.split("::")[0] if "::" in key else "", _function_of(key))
 
 
 def current(recorded: str, key: str) -> bool:
-    """Whether a recorded hash is that of today's sources of `key` (a test id, an output's test or 'bench').
-    Records written before 2026-11-27 hashed a test module with the blank lines above its other test
-    functions kept, so that adding a test function changed its neighbours' hashes; such a hash counts
-    while it matches today's sources hashed that way, and the next recording run writes the new one."""
-    return recorded == source_hash(key) or recorded == source_hash(key, blank_lines_kept=True)
+    """Whether a recorded hash is that of today's sources of `key` (a test id, an output's test or 'bench')."""
+    return recorded == source_hash(key)
 
 
 def _function_of(key: str) -> str:
@@ -126,27 +123,54 @@ def _function_of(key: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _digest(files: tuple, module: str = "", function: str = "", blank_lines_kept: bool = False) -> str:
+def _digest(files: tuple, module: str = "", function: str = "") -> str:
     """sha256 over the files' names and bytes, the test module's as its test `function` sees it;
     computed once per version (mtime) of the files."""
     digest = hashlib.sha256()
     for path, name, _ in files:
         data = Path(path).read_bytes()
         if name == module:
-            data = _without_other_tests(data.decode("utf-8"), function, blank_lines_kept).encode()
+            data = _without_other_tests(data.decode("utf-8"), function).encode()
+        elif name.startswith("docs/") and name.endswith(".md"):
+            data = program_view(data.decode("utf-8")).encode()
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()[:16]
 
 
-def _without_other_tests(text: str, function: str, blank_lines_kept: bool = False) -> str:
+FENCE_LINE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def program_view(markdown: str) -> str:
+    """The lines of a page that its program and its tests read: the front matter (its tier), the code
+    blocks with their fences, the include lines and the `<!-- observed: -->` markers, in page order. Prose
+    is left out: editing a sentence leaves the page's records current; editing code or an output marker
+    makes them stale."""
+    kept, fence, lines = [], None, markdown.splitlines()
+    front = lines.index("---", 1) + 1 if lines[:1] == ["---"] and "---" in lines[1:] else 0
+    for number, line in enumerate(lines):
+        opened = FENCE_LINE.match(line)
+        if fence is None and opened:
+            fence, keep = opened[1], True
+        elif fence is not None:
+            keep = True
+            if opened and opened[1][0] == fence[0] and len(opened[1]) >= len(fence) and not line.strip(" \t`~"):
+                fence = None
+        else:
+            keep = number < front or "--8<--" in line or "<!-- observed:" in line
+        if keep:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def _without_other_tests(text: str, function: str) -> str:
     """A test module without its test functions other than `function` (decorators included) and the
     blank lines just above each of them, so that adding or removing a test function leaves the text
-    its neighbours see as it was (blank_lines_kept: those blank lines stay, the older way)."""
+    its neighbours see as it was."""
     lines = text.splitlines(keepends=True)
     drop = set()
     for name, start, end in _test_functions(text):
         if name != function:
-            while not blank_lines_kept and start > 0 and not lines[start - 1].strip():
+            while start > 0 and not lines[start - 1].strip():
                 start -= 1
             drop.update(range(start, end))
     return "".join(line for number, line in enumerate(lines) if number not in drop)

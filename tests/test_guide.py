@@ -165,6 +165,21 @@ def test_a_recording_run_keeps_the_cases_it_deselected_or_did_not_name(checkout)
         assert tests[run]["source_sha256"] == records.source_hash(run) != "0", workers
 
 
+def test_a_recording_run_hashes_the_checkout_under_test_while_a_test_changes_a_copy_of_it(checkout):
+    """A test that points the guide at a copy of the checkout and edits files there (pages, snippets) is
+    recorded with the hash of the checkout's own files, in one process and when a worker runs it."""
+    from guide import records
+
+    shutil.copy(ROOT / "pyproject.toml", checkout)
+    test = "tests/test_pages.py::test_a_pages_record_depends_on_what_its_program_and_commands_run"
+    for workers in ([], ["-n", "2"]):
+        (checkout / "records/x.json").write_text(json.dumps({"environment": {}, "tests": {}, "outputs": {}}))
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *workers, "--record", "x",
+                                 test], cwd=checkout, capture_output=True, text=True)
+        assert result.returncode == 0 and "recorded 1 tests" in result.stdout, result.stdout[-2000:]
+        assert records.load("x")["tests"][test]["source_sha256"] == records.source_hash(test), workers
+
+
 def test_no_source_file_is_ignored_by_git():
     """A .gitignore pattern must not hide code from commits (a bare `site/` once hid guide/site/)."""
     files = [str(p.relative_to(ROOT)) for folder in ("guide", "snippets", "tests")

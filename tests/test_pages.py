@@ -413,3 +413,35 @@ def test_a_pages_record_depends_on_what_its_program_and_commands_run(checkout):
     after = hashes()
     assert after["biases.md"] == before["biases.md"]
     assert after["blockmask.md"] != before["blockmask.md"] and after["performance.md"] != before["performance.md"]
+
+
+def test_a_pages_record_stays_current_when_its_prose_changes_and_not_when_its_code_or_outputs_do(checkout):
+    """The record hashes a page as its program reads it (records.program_view). The oracle: the page's code
+    blocks as the build resolves them, its output markers and its front matter, read from the whole page and
+    from the view, are the same for every page; a sentence edited leaves the hash, a code line, an output
+    marker or the tier edited changes it."""
+    for path in sorted((checkout / "docs" / "en").glob("*.md")):
+        whole = path.read_text(encoding="utf-8")
+        view = records.program_view(whole)
+        for text in (whole, view):
+            front, body = i18n.split_front(text)
+            found = (front, [p for p in pages.parts(body) if p[0] == "code"], pages.OBSERVED.findall(body))
+            assert text is whole or found == first, path.name
+            first = found
+    page = checkout / "docs" / "en" / "blockmask.md"
+    whole = page.read_text(encoding="utf-8")
+    view = records.program_view(whole).splitlines()
+    prose = next(line for line in whole.splitlines() if len(line) > 40 and line not in view)
+    code = next(line for line in whole.splitlines()[whole.splitlines().index("```python") + 1:] if line)
+    marker = next(line for line in view if "<!-- observed:" in line)
+    key = "tests/test_pages.py::test_cpu_page_runs_as_one_script[blockmask.md]"
+
+    def hash_with(old, new):
+        page.write_text(whole.replace(old, new, 1), encoding="utf-8")
+        records._digest.cache_clear()
+        return records.source_hash(key)
+
+    before = hash_with(prose, prose)
+    assert hash_with(prose, prose.replace(" ", "  ", 1)) == before
+    for old, new in ((code, code + "  # changed"), (marker, ""), ("program: cpu", "program: gpu")):
+        assert hash_with(old, new) != before, old

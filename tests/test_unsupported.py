@@ -248,15 +248,21 @@ def test_on_the_gpu_varlen_attn_and_flex_with_a_sequence_mask_are_causal_attenti
 
 
 AFTER_TRANSFORMERS = """
+import sys
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 from snippets import unsupported
 
 def backward_of(compiled):
-    q = torch.randn(1, 2, 256, 64, device="cuda", requires_grad=True)
-    return type(compiled(q, q, q).grad_fn).__name__
+    q = torch.randn(1, 2, 4096, 64, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    name = type(compiled(q, q, q).grad_fn).__name__
+    return f"{name} {(torch.cuda.max_memory_allocated() - before) / 2**20:.0f}"
 
-print(backward_of(torch.compile(flex_attention)))
+if sys.argv[1] == "compiled before":
+    print(backward_of(torch.compile(flex_attention)))
 for dropout in (0.1, 0.0):
     model = unsupported.small_llama(dropout)
     for mode in ("train", "eval"):
@@ -268,14 +274,23 @@ print(backward_of(unsupported.compiled_flex()))
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.__version__.startswith("2.11."), reason="what PyTorch 2.11 does: runs where it is installed")
-def test_on_pytorch_2_11_flex_attention_compiled_after_the_transformers_section_runs_unfused_until_dynamo_is_reset(ran):
-    """In a fresh process on the GPU: compiled before the Transformers section, its backward is the compiled one;
-    after it, the unfused FlexAttentionAutogradOp's; compiled_flex(), after torch._dynamo.reset(), the compiled one."""
-    result = python("-W ignore -c " + shlex.quote(AFTER_TRANSFORMERS))
+@pytest.mark.parametrize("first", ["compiled before", "not compiled before"])
+def test_on_pytorch_2_11_flex_attention_compiled_after_the_transformers_section_runs_unfused_until_dynamo_is_reset(
+        first, ran):
+    """In a fresh process on the GPU, float32, 2 heads of 4096 tokens: compiled before the Transformers section (or
+    not at all), its backward is the compiled one; compiled after it, the unfused FlexAttentionAutogradOp's, with a
+    peak of more than the 128 MiB the scores take; compiled_flex(), after torch._dynamo.reset(), the compiled one,
+    with a peak under 32 MiB."""
+    result = python("-W ignore -c " + shlex.quote(AFTER_TRANSFORMERS) + " " + shlex.quote(first))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split()[-3:] == ["CompiledFunctionBackward", "FlexAttentionAutogradOpBackward",
-                                          "CompiledFunctionBackward"], result.stdout
-    ran(modes="compiled", passes=["forward", "backward"], dtypes=torch.float32, lengths=256, heads=2, head_dims=64,
+    lines = result.stdout.splitlines()[-(3 if first == "compiled before" else 2):]
+    found = [(name, int(mib)) for name, mib in (line.split() for line in lines)]
+    expected = ["FlexAttentionAutogradOpBackward", "CompiledFunctionBackward"]
+    assert [name for name, _ in found] == ["CompiledFunctionBackward"] * (first == "compiled before") + expected, \
+        result.stdout
+    for name, mib in found:
+        assert (mib > 128) if name == "FlexAttentionAutogradOpBackward" else (mib < 32), result.stdout
+    ran(modes="compiled", passes=["forward", "backward"], dtypes=torch.float32, lengths=4096, heads=2, head_dims=64,
         batch=1, backends="triton")
 
 
