@@ -197,3 +197,22 @@ def test_end_to_end_packing_gains_with_the_share_of_padding(records):
         gain = report.speedup(row, "flex_packed", "sdpa_padded", "step_ms")
         assert padding > 2 and 0.5 * padding < gain < 1.5 * padding, (name, padding, gain)
         assert 0.9 < report.speedup(row, "flex_packed_flash", "flex_packed", "step_ms") < 1.1, name
+
+
+@pytest.mark.parametrize("chart", ["training", "decoding", "roofline"])
+def test_a_chart_keeps_its_legend_off_its_plots(chart):
+    """Drawn from the committed benchmark records, in English and in Hindi (the longest labels): no legend
+    covers a plot, by matplotlib's own extents of each legend and each plot; a legend put inside the plot
+    fails the build with the chart's name."""
+    from guide.project import GuideError
+    from guide.site import performance
+
+    draw = getattr(performance, chart).__wrapped__  # not the cached file: drawn here
+    for lang in ("en", "hi"):
+        assert "bench-chart" in draw(lang, report.load_all())
+    fig, axes = performance.figure()
+    axes[0][0].plot(range(10), label="a series")
+    axes[0][0].legend(loc="center")
+    assert performance.overlapping_legends(fig) == ["a series"]
+    with pytest.raises(GuideError, match="the legend of the chart 'a chart' that begins 'a series' covers its plot"):
+        performance.svg(fig, "a chart")

@@ -205,3 +205,28 @@ def test_download_links_give_the_pages_notebook_and_script(page, server, lang, t
         cells[suffix] = [c.source for c in nb.cells if c.cell_type == "code"]
     assert cells["ipynb"] == cells["py"] == blocks and blocks
     assert not page.problems, page.problems
+
+
+CHARTS = """() => [...document.querySelectorAll('.bench-chart img')].map(img => ({
+    natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+    fits: img.parentElement.scrollWidth <= img.parentElement.clientWidth}))"""
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_performance_charts_stay_legible_on_a_desktop_and_a_phone(page, server, lang):
+    """On a 1280-pixel desktop and a 390-pixel phone screen: every chart loads, shown at 0.84 of its drawn
+    width or more (its smallest text, 8 points drawn, at 9 pixels or more); on the desktop it fits its
+    column; on the phone it scrolls sideways within itself while the page keeps the screen's width."""
+    for width, height in ((1280, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(server + url_of(lang, "performance"), wait_until="networkidle")
+        charts = page.evaluate(CHARTS)
+        assert len(charts) >= 5, charts
+        for chart in charts:
+            assert chart["natural"] > 400 and chart["shown"] >= 0.84 * chart["natural"], (width, chart)
+            assert chart["fits"] or width < 620, (width, chart)
+        right = "Math.max(...[...document.querySelectorAll('.md-content__inner > *')].map(e => e.getBoundingClientRect().right))"
+        assert page.evaluate(right) <= width, width  # the page's text and charts, not the theme's hidden menus
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"performance-{lang}-{width}.png", full_page=True)
+    assert not page.problems, page.problems

@@ -76,11 +76,32 @@ def cached(draw):
     return chart
 
 
+def overlapping_legends(fig) -> list:
+    """The legends of the figure that cover part of a plot, by their first label: a legend belongs
+    outside the data, where it hides no point at any width the page is read at."""
+    fig.canvas.draw()
+    plots = [ax.get_window_extent() for ax in fig.axes]
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return [legend.get_texts()[0].get_text() for legend in legends
+            if any(legend.get_window_extent().overlaps(plot) for plot in plots)]
+
+
+def legend_below(fig, entries, columns):
+    """One legend for the whole figure, under its plots: (handle, label) pairs, in `columns` columns."""
+    handles, labels = zip(*entries)
+    fig.legend(handles, labels, loc="outside lower center", ncol=columns, frameon=False, fontsize=8)
+
+
 def svg(fig, alt) -> str:
     """The figure as an SVG file (text stays text, in the page's language) and the Markdown that shows
-    it; inline, the charts would make every build parse megabytes of SVG for the search index."""
+    it; inline, the charts would make every build parse megabytes of SVG for the search index.
+    GuideError if a legend covers a plot."""
     import matplotlib.pyplot as plt
 
+    if covering := overlapping_legends(fig):
+        plt.close(fig)
+        raise GuideError(f"the legend of the chart {alt!r} that begins {covering[0]!r} covers its plot",
+                         "place it outside the plots (legend_below)")
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -91,7 +112,7 @@ def svg(fig, alt) -> str:
     return f'<p class="bench-chart"><img src="{CHART_URL}/{key}.svg" alt="{alt}"></p>\n'
 
 
-def figure(width=7.5, height=3.2, columns=1):
+def figure(width=7.5, height=3.2, columns=1, rows=1):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -100,7 +121,7 @@ def figure(width=7.5, height=3.2, columns=1):
                                 "svg.hashsalt": "flexattention-guide"})  # the same SVG for the same data
     import matplotlib.pyplot as plt
 
-    return plt.subplots(1, columns, figsize=(width, height), squeeze=False)
+    return plt.subplots(rows, columns, figsize=(width, height), squeeze=False, layout="constrained")
 
 
 def environments(lang, records):
@@ -145,7 +166,7 @@ def training(lang, records):
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_ylabel(f"{w['tflops']} ({w['fb'].split(',')[0]})")
         ax.set_title(gpu_label(record))
-        ax.legend(fontsize=8)
+        legend_below(fig, zip(*ax.get_legend_handles_labels()), columns=2)
         out.append(svg(fig, f"{gpu_label(record)}: {w['tflops']}, {w['fb']}"))
     return "\n".join(out)
 
@@ -215,8 +236,9 @@ def decoding(lang, records):
         out.append(f"**{gpu_label(record)}**, {w['ms']}\n")
         out.append(md_table([w["model"], w["batch"], w["kv"], NAMES["flex"], NAMES["sdpa_gqa"], NAMES["gpt_fast_2024"],
                              say(w["vs"], a="Flex", b="SDPA"), w["floor"]], rows))
-        fig, axes = figure(width=9, height=2.8, columns=len(series))
-        for ax, ((model, batch), panel) in zip(axes[0], series.items()):
+        rows = -(-len(series) // 2)  # two panels a row: readable at a phone's width
+        fig, axes = figure(width=7, height=2.4 * rows + 0.8, columns=2, rows=rows)
+        for ax, ((model, batch), panel) in zip(axes.flat, series.items()):
             for v in ("flex", "sdpa_gqa", "gpt_fast_2024"):
                 ax.plot(panel["kv"], panel[v], marker="o", label=NAMES[v])
             ax.plot(panel["kv"], panel["floor"], linestyle="--", color="gray", label=w["floor_line"])
@@ -224,23 +246,37 @@ def decoding(lang, records):
             ax.set_yscale("log")
             ax.set_title(f"{model}, {w['batch'].lower()} {number(batch)}")
             ax.set_xlabel(w["tokens_axis"])
-        axes[0][0].set_ylabel(w["latency_axis"])
-        axes[0][-1].legend(fontsize=7)
-        fig.suptitle(gpu_label(record), y=1.06)
+        for row in axes:
+            row[0].set_ylabel(w["latency_axis"])
+        for ax in list(axes.flat)[len(series):]:
+            ax.remove()
+        legend_below(fig, zip(*axes[0][0].get_legend_handles_labels()), columns=2)
+        fig.suptitle(gpu_label(record))
         out.append(svg(fig, f"{gpu_label(record)}: {w['latency_axis']}"))
     return "\n".join(out)
 
 
+ROOFLINE_MARKERS = {"flex": "o", "flex_flash": "D", "sdpa_flash": "s", "sdpa_cudnn": "^", "sdpa_gqa": "v",
+                    "gpt_fast_2024": "X"}
+
+
 @cached
 def roofline(lang, records):
-    """Achieved TFLOP/s against arithmetic intensity, under the GPU's measured ceilings."""
+    """Achieved TFLOP/s against arithmetic intensity, under the GPU's measured ceilings: a colour and a fill
+    per GPU (the first filled, the others hollow), a marker per variant; the legend under the plot."""
+    from matplotlib.lines import Line2D
+
     w = words(lang)
     fig, axes = figure(width=7, height=4)
     ax = axes[0][0]
-    for record, color in zip(records.values(), ("tab:blue", "tab:orange", "tab:green")):
+    gpus, variants = [], {}
+    for index, (record, color) in enumerate(zip(records.values(), ("tab:blue", "tab:orange", "tab:green"))):
+        fill = color if index == 0 else "none"
         peak, bandwidth = record["ceilings"]["matmul_bf16_tflops"], record["ceilings"]["copy_gb_per_s"]
         xs = [0.5 * 1.5 ** i for i in range(25)]
-        ax.plot(xs, [min(peak, x * bandwidth / 1e3) for x in xs], color=color, label=f"{gpu_label(record)}: {w['roof']}")
+        ax.plot(xs, [min(peak, x * bandwidth / 1e3) for x in xs], color=color)
+        gpus.append((Line2D([], [], color=color, marker="o", markerfacecolor=fill),
+                     f"{gpu_label(record)}: {w['roof']}"))
         points = []
         for case in report.cases(record, "training"):
             s = case["shape"]
@@ -253,17 +289,16 @@ def roofline(lang, records):
             if "forward_ms" in case:
                 flops = 4 * s["batch"] * s["q_heads"] * s["kv_tokens"] * s["head_dim"]
                 points.append((flops / s["kv_bytes"], flops / case["forward_ms"] / 1e9, case["variant"]))
-        for variant, marker in (("flex", "o"), ("flex_flash", "D"), ("sdpa_flash", "s"), ("sdpa_cudnn", "^"),
-                                ("sdpa_gqa", "s"), ("gpt_fast_2024", "x")):
+        for variant, marker in ROOFLINE_MARKERS.items():
             chosen = [(x, y) for x, y, v in points if v == variant]
             if chosen:
-                ax.scatter(*zip(*chosen), color=color, marker=marker, s=18,
-                           label=f"{gpu_label(record)}: {NAMES[variant]}")
+                ax.scatter(*zip(*chosen), marker=marker, s=22, linewidths=1, edgecolors=color, facecolors=fill)
+                variants[variant] = Line2D([], [], color="gray", marker=marker, linestyle="none")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(w["intensity"])
     ax.set_ylabel(w["tflops"])
-    ax.legend(fontsize=6, ncol=2)
+    legend_below(fig, gpus + [(handle, NAMES[v]) for v, handle in variants.items()], columns=2)
     return svg(fig, f"{w['tflops']}, {w['intensity']}")
 
 
