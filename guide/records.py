@@ -10,7 +10,8 @@ those sources or its test code change, its entries are stale until the next reco
 code is its module less the other test functions (its own function, the module's fixtures, helpers
 and imports), conftest.py, and the shared test modules it imports: editing one test leaves the
 records of its neighbours current. A page enters a hash as its program reads it (`program_view`: front
-matter, code blocks, includes and output markers): editing its prose leaves its records current.
+matter, code blocks, includes and output markers), and the interface words as the part its downloads
+carry: editing its prose or the site's words leaves its records current.
 """
 import ast
 import copy
@@ -23,6 +24,8 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+
+import yaml
 
 from guide import project
 
@@ -133,6 +136,8 @@ def _digest(files: tuple, module: str = "", function: str = "") -> str:
             data = _without_other_tests(data.decode("utf-8"), function).encode()
         elif name.startswith("docs/") and name.endswith(".md"):
             data = program_view(data.decode("utf-8")).encode()
+        elif name.startswith("words/"):
+            data = downloads_view(data.decode("utf-8")).encode()
         digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()[:16]
 
@@ -160,6 +165,12 @@ def program_view(markdown: str) -> str:
         if keep:
             kept.append(line)
     return "\n".join(kept) + "\n"
+
+
+def downloads_view(words: str) -> str:
+    """Of the interface words, the part a page's downloads carry (the notebook's first cell): the other
+    words are the site's, which no page's program or notebook reads."""
+    return json.dumps((yaml.safe_load(words) or {}).get("downloads"), sort_keys=True, ensure_ascii=False)
 
 
 def _without_other_tests(text: str, function: str) -> str:

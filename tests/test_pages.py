@@ -419,7 +419,7 @@ def test_a_pages_record_stays_current_when_its_prose_changes_and_not_when_its_co
     """The record hashes a page as its program reads it (records.program_view). The oracle: the page's code
     blocks as the build resolves them, its output markers and its front matter, read from the whole page and
     from the view, are the same for every page; a sentence edited leaves the hash, a code line, an output
-    marker or the tier edited changes it."""
+    marker or the tier edited changes it; of the interface words, only the part the downloads carry counts."""
     for path in sorted((checkout / "docs" / "en").glob("*.md")):
         whole = path.read_text(encoding="utf-8")
         view = records.program_view(whole)
@@ -445,3 +445,15 @@ def test_a_pages_record_stays_current_when_its_prose_changes_and_not_when_its_co
     assert hash_with(prose, prose.replace(" ", "  ", 1)) == before
     for old, new in ((code, code + "  # changed"), (marker, ""), ("program: cpu", "program: gpu")):
         assert hash_with(old, new) != before, old
+    import yaml
+
+    page.write_text(whole, encoding="utf-8")
+    # the interface words: the site's leave it, the downloads' (the notebook's first cell) change it
+    words = checkout / "words" / "en.yaml"
+    text = words.read_text(encoding="utf-8")
+    site_word, download_word = (yaml.safe_load(text)[part][key] for part, key in (("claims", "stale"),
+                                                                                     ("downloads", "needs_cpu")))
+    for old, changes in ((site_word, False), (download_word, True)):
+        words.write_text(text.replace(old, old + " (changed)"), encoding="utf-8")
+        records._digest.cache_clear()
+        assert (records.source_hash(key) != before) is changes, old
