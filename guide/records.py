@@ -35,8 +35,9 @@ def folder() -> Path:
 
 
 def sources(topic: str, page: str = "") -> list:
-    """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured.
-    A test of one page (`page`: its file name) depends on that page's files alone (page_sources)."""
+    """The snippet files of a topic: what its tests and outputs run, and what a benchmark record measured,
+    with the snippet modules they import. A test of one page (`page`: its file name) depends on that page's
+    files alone (page_sources)."""
     snippets = project.path("snippets")
     if topic == "pages" and project.path("docs", "en", page).is_file():
         return page_sources(page)
@@ -49,29 +50,42 @@ def sources(topic: str, page: str = "") -> list:
     if topic == "backend_config":
         files += sorted((snippets / "configs").glob("*"))
     files = [f for f in files if f.exists()]
-    return files + [snippets / "_cli.py"] if files else []
+    if not files:
+        return []
+    imported = sorted(set(named_snippets(files)) - set(files) - {snippets / "_cli.py"})
+    return files + [snippets / "_cli.py"] + imported
 
 
-def page_sources(page: str) -> list:
-    """What one page's program and its shell commands run: the English page, the interface words, the
-    snippet files it names, the snippet modules it runs (python -m snippets.X or python -m snippets X;
-    every module for python -m snippets alone, which lists them) and the modules those import (from
-    snippets import Y), and the package's entry points."""
+def named_snippets(start: list, files=frozenset()) -> list:
+    """The files `start` and those they name, followed through what each named snippet file names in turn:
+    snippet files by path (snippets/x.py), modules imported or run (snippets.x, from snippets import x,
+    python -m snippets x; every module for python -m snippets alone, which lists them); plus `files`."""
     snippets = project.path("snippets")
-    files = {project.path("docs", "en", page), project.path("words", "en.yaml"),
-             snippets / "__init__.py", snippets / "__main__.py", snippets / "_cli.py"}
-    todo = [project.path("docs", "en", page)]
+    files, todo = set(files) | set(start), list(start)
     while todo:
-        text = todo.pop().read_text(encoding="utf-8")
+        path = todo.pop()
+        if path.suffix not in (".py", ".sh", ".md"):
+            continue
+        text = path.read_text(encoding="utf-8")
         named = {snippets / name for name in re.findall(r"\bsnippets/([\w./-]+\.\w+)", text)}
         named |= {snippets / f"{name}.py" for name in re.findall(r"\bsnippets\.(\w+)", text)}
         named |= {snippets / f"{name}.py" for name in re.findall(r"\bfrom snippets import (\w+)", text)}
         named |= {snippets / f"{name}.py" for name in re.findall(r"python3? -m snippets (\w+)", text)}
         if re.search(r"python3? -m snippets[ \t]*$", text, re.MULTILINE):  # the list of every module
             named |= set(snippets.glob("*.py"))
-        todo += [f for f in named - files if f.is_file() and f.suffix in (".py", ".sh")]
+        named = {f for f in named if f.is_file()}
+        todo += [f for f in named - files if f.suffix in (".py", ".sh")]
         files |= named
     return sorted(f for f in files if f.is_file())
+
+
+def page_sources(page: str) -> list:
+    """What one page's program and its shell commands run: the English page, the interface words, the
+    snippet files it names and what they name in turn (named_snippets), and the package's entry points."""
+    snippets = project.path("snippets")
+    return named_snippets([project.path("docs", "en", page)],
+                          {project.path("words", "en.yaml"), snippets / "__init__.py", snippets / "__main__.py",
+                           snippets / "_cli.py"})
 
 
 def topic_of(key: str) -> str:

@@ -1,5 +1,6 @@
 """The claims registry: complete, consistent in every language, and verified by current records."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +91,24 @@ def test_a_changed_shell_snippet_counts_too(copy_of_snippets):
     path.write_text(path.read_text() + "\n# changed\n")
     assert records.source_hash(kernels_entry) != before
     assert not records.stale(record), "another topic's change leaves this record current"
+
+
+def test_a_topic_depends_on_the_snippet_modules_its_code_imports(copy_of_snippets):
+    """The oracle: the standard library's ModuleFinder, which reads each module's bytecode for the imports it
+    makes (functions' own imports too). troubleshooting.py imports decoding.py: a change there stales it."""
+    from modulefinder import ModuleFinder
+
+    checkout = copy_of_snippets.parent
+    for path in sorted(copy_of_snippets.glob("[!_]*.py")):
+        finder = ModuleFinder(path=[str(checkout)])
+        finder.run_script(str(path))
+        imported = {Path(m.__file__).relative_to(checkout).as_posix() for name, m in finder.modules.items()
+                    if name.startswith("snippets") and m.__file__} - {"snippets/__init__.py"}
+        assert imported <= {f.relative_to(checkout).as_posix() for f in records.sources(path.stem)}, path.stem
+    record = current_record()
+    path = copy_of_snippets / "decoding.py"
+    path.write_text(path.read_text() + "\n# changed\n")
+    assert sorted(records.stale(record)) == [TEST, "troubleshooting.cpu_backward"]
 
 
 def test_a_changed_snippet_is_flagged_on_the_page(copy_of_snippets):
