@@ -216,3 +216,20 @@ def test_a_chart_keeps_its_legend_off_its_plots(chart):
     assert performance.overlapping_legends(fig) == ["a series"]
     with pytest.raises(GuideError, match="the legend of the chart 'a chart' that begins 'a series' covers its plot"):
         performance.svg(fig, "a chart")
+
+
+def test_a_stale_benchmark_record_is_named_above_the_first_table_of_the_page(monkeypatch):
+    """The performance page opens with the choice table: a record made before the last change to
+    snippets/bench.py is named in a warning above it, and only there."""
+    from guide.site import performance
+    from tests.helpers import ROOT
+
+    records = report.load_all()
+    for current in (True, False):
+        monkeypatch.setattr(report, "current", lambda record: current)
+        choose, environments = (performance.render(name, "en", records) for name in ("choose", "environments"))
+        assert choose.startswith("!!! warning") is not current and not environments.startswith("!!! warning")
+        if not current:
+            assert all(performance.gpu_label(r) in choose.splitlines()[0] for r in records.values())
+    text = (ROOT / "docs" / "en" / "performance.md").read_text(encoding="utf-8")
+    assert text.index("<!-- bench: ") == text.index("<!-- bench: choose -->")  # the page's first block

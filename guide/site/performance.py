@@ -522,7 +522,7 @@ def render(name, lang, records):
     if name in BLOCKS:
         text = BLOCKS[name](lang, records)
         stale = [gpu_label(r) for r in records.values() if not report.current(r)]
-        if stale and name == "environments":
+        if stale and name == "choose":  # the page's first block: the warning stands above every number
             text = f'!!! warning "{", ".join(stale)}"\n    {words(lang)["stale"]}\n\n' + text
         return text
     if name in SENTENCES:
