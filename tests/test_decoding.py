@@ -196,3 +196,21 @@ def test_program_generates_and_refuses_kernels_without_a_gpu():
     if not torch.cuda.is_available():
         result = python("-m snippets.decoding --kernels")
         assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Fix:" in result.stderr
+
+
+def test_the_kernel_rule_is_the_one_in_the_installed_pytorch_source():
+    """The page's rule, read in the installed PyTorch's own decision (flex_decoding._use_flex_decoding): fewer
+    than 128 query tokens, a power-of-two number of query heads per KV head, and a BlockMask with one head, or
+    without GQA one per query head."""
+    import inspect
+
+    from torch._inductor.kernel.flex import flex_decoding
+
+    source = "".join(inspect.getsource(flex_decoding._use_flex_decoding).split())
+    conditions = ["sympy.Lt(query.get_size()[-2],128)",                                    # < 128 query tokens
+                  "sympy.Eq(ratio&(ratio-1),0)",                                            # a power of two
+                  "ifenable_gqa:", "sympy.Eq(kv_indices.get_size()[1],1)",                  # GQA: one head
+                  "sympy.Eq(kv_indices.get_size()[1],query.get_size()[1])"]                 # else: or one per head
+    assert all(condition in source for condition in conditions), source
+    assert all(name in source.split("out=(")[1] for name in
+               ("short_query_length", "valid_block_mask_num_heads", "pw_of_two")), source
