@@ -93,10 +93,14 @@ def search(page, server, lang, query) -> list:
     else:
         page.click("button.md-search__button")
         box = page.locator('input[role="combobox"]')
-        box.press_sequentially(query)
+        box.fill(query)  # the whole query at once: typed letter by letter, a slow machine lists the results of "d"
         results = f'[id="{box.get_attribute("aria-controls")}"] a'
     page.wait_for_selector(results, timeout=15000)
-    links = page.eval_on_selector_all(results, "els => els.map(e => e.href)")
+    read = functools.partial(page.eval_on_selector_all, results, "els => els.map(e => e.href)")
+    links, previous = read(), None
+    while links != previous:  # the list a reader reads: the same twice, half a second apart
+        page.wait_for_timeout(500)
+        links, previous = read(), links
     assert not page.problems, page.problems
     return [urlsplit(link).path for link in links]
 
