@@ -199,7 +199,7 @@ def test(module: str) -> int:
     if code != 0 or not pages:
         return code
     print(f"the programs of the pages that show it: {', '.join(pages)}", flush=True)
-    code = _pytest("tests/test_pages.py", "-k", f"test_cpu_page_runs_as_one_script and ({' or '.join(pages)})")
+    code = _pytest("tests/test_pages.py", "-k", f"test_cpu_page_runs_as_a_notebook_and_prints_what_it_shows and ({' or '.join(pages)})")
     return 0 if code == 5 else code  # 5: none collected, the pages are GPU pages
 
 

@@ -50,32 +50,48 @@ def browser():
         browser.close()
 
 
+def watch(page, problems: list):
+    """page, whose console errors and warnings, page errors, requests to another host than 127.0.0.1 and
+    HTTP errors are appended to problems as they happen."""
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("request", lambda r: problems.append(f"request to {r.url}")
+            if urlsplit(r.url).hostname != "127.0.0.1" and not r.url.startswith("data:") else None)
+    page.on("response", lambda r: problems.append(f"{r.status} for {r.url}") if r.status >= 400 else None)
+    return page
+
+
 @pytest.fixture
 def page(browser, server):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
     page = context.new_page()
     page.problems = []
-    page.on("console", lambda m: page.problems.append(f"console {m.type}: {m.text}")
-            if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: page.problems.append(f"page error: {e}"))
-    page.on("request", lambda r: page.problems.append(f"request to {r.url}")
-            if urlsplit(r.url).hostname != "127.0.0.1" and not r.url.startswith("data:") else None)
-    page.on("response", lambda r: page.problems.append(f"{r.status} for {r.url}") if r.status >= 400 else None)
-    yield page
+    yield watch(page, page.problems)
     context.close()
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_page_loads_cleanly_and_the_switcher_keeps_the_page(page, server, lang):
+    # Every page of the language, each in a tab of its own, all loading at once, until none has made a request
+    # for half a second: late requests count too, and the tabs wait for their quiet half-seconds together.
+    tabs = []
     for name in PAGES:
-        page.goto(server + url_of(lang, name), wait_until="networkidle")  # late requests count too
-        assert page.title(), (lang, name)
+        tabs.append((name, watch(page.context.new_page(), page.problems)))
+        tabs[-1][1].goto(server + url_of(lang, name), wait_until="commit")
+    for name, tab in tabs:
+        tab.wait_for_load_state("networkidle")
+        assert tab.title(), (lang, name)
+        tab.close()
+    # The switcher, clicked on every page towards every other language, once the page has loaded (its
+    # scripts may reroute the click); where it leads is known once the navigation commits.
+    for name in PAGES:
         for other in LANGS:
             if other == lang:
                 continue
             page.goto(server + url_of(lang, name), wait_until="load")
-            with page.expect_navigation(wait_until="load"):
+            with page.expect_navigation(wait_until="commit"):
                 page.eval_on_selector(f'a.md-select__link[hreflang="{other}"]', "a => a.click()")
             assert page.url == server + url_of(other, name), (lang, name, other)
     page.wait_for_load_state("networkidle")

@@ -415,7 +415,7 @@ def test_a_mutant_meets_the_tests_that_ran_its_line_first_then_the_whole_file(tm
     for name, text in {"mkdocs.yml": "", "claims/registry.yaml": "", "docs/en/toy.md": '--8<-- "snippets/toy.py"\n',
                        "docs/en/other.md": "no code\n", "tests/test_pages.py":
                        "import runpy\n\nimport pytest\n\n\n@pytest.mark.parametrize('page', ['toy.md', 'other.md'])\n"
-                       "def test_cpu_page_runs_as_one_script(page):\n"
+                       "def test_cpu_page_runs_as_a_notebook_and_prints_what_it_shows(page):\n"
                        "    assert page != 'toy.md' or runpy.run_path('snippets/toy.py')['never']() == 3\n"}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
